@@ -18,6 +18,8 @@ ALL_CXXFLAGS = -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -Isrc -MM
 LDFLAGS    ?=
 LDLIBS     = -fopenmp -lm
 BUILD      ?= build
+NPROC      := $(shell nproc 2>/dev/null || echo 2)
+MAKEFLAGS  += -j$(NPROC)
 
 # Debian packages the build needs (DESIGN.md "Dependencies"). python3-numpy is optional: the npy test
 # uses it to prove NumPy reads our files when it is there.

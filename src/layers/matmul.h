@@ -1,15 +1,44 @@
 // matmul.h — GEMM and the linear layer (matmul + bias).
 //
 // gemm: row-major C(M,N) = alpha·op(A)·op(B) + beta·C, op(X) = X or Xᵀ, leading dimensions lda/ldb/ldc.
-// REFERENCE VERSION (naive loops). To be replaced by the cache-blocked, vectorized OpenMP GEMM.
+//   * beta == 0 never reads C (it may hold NaN); beta == 1 accumulates.
+//   * float goes to gemm_f32 (src/layers/gemm.cpp): packed, cache-blocked, AVX2/FMA, OpenMP — the hot path.
+//   * double (the fp64 tests) uses the simple blocked loops below.
+//   * Both are safe to call from inside an OpenMP parallel region (they then run on the calling thread) and
+//     are deterministic: each element of C is computed by one thread, in a fixed order.
+// gemm_reference: the naive triple loop, kept only as the thing the tests compare against.
 #pragma once
+#include <algorithm>
 #include <cstddef>
+#include <type_traits>
+
+#include "engine/common.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace icl {
 
+// The fast fp32 GEMM (gemm.cpp).
+void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+              int ldb, float beta, float* C, int ldc);
+
+namespace matmul_detail {
+// True when a parallel loop should spawn threads: not already inside a parallel region, and enough work.
+inline bool use_threads(double work) {
+#ifdef _OPENMP
+    return !omp_in_parallel() && work >= 65536.0;
+#else
+    (void)work;
+    return false;
+#endif
+}
+}  // namespace matmul_detail
+
+// Naive reference: C (M,N) = alpha·op(A)·op(B) + beta·C.   A (M,K) or (K,M) if transA; B (K,N) or (N,K) if transB.
 template <typename real>
-void gemm(bool transA, bool transB, int M, int N, int K, real alpha, const real* A, int lda, const real* B,
-          int ldb, real beta, real* C, int ldc) {
+void gemm_reference(bool transA, bool transB, int M, int N, int K, real alpha, const real* A, int lda, const real* B,
+                    int ldb, real beta, real* C, int ldc) {
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             real acc = 0;
@@ -22,24 +51,86 @@ void gemm(bool transA, bool transB, int M, int N, int K, real alpha, const real*
         }
 }
 
-// out (N,OC) = inp (N,C) @ weight(OC,C)ᵀ + bias (OC)          bias may be nullptr
+// Simple blocked GEMM for any scalar type (used for double). First C = beta·C, then the product is added
+// tile by tile; rows of C are split across threads (each row belongs to one thread ⇒ deterministic).
+template <typename real>
+void gemm_blocked(bool transA, bool transB, int M, int N, int K, real alpha, const real* A, int lda, const real* B,
+                  int ldb, real beta, real* C, int ldc) {
+    constexpr int TI = 32, TJ = 64, TK = 64;
+    auto opA = [&](int i, int k) { return transA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]; };
+    auto opB = [&](int k, int j) { return transB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]; };
+#pragma omp parallel for schedule(static) if (matmul_detail::use_threads((double)M * N * K))
+    for (int i0 = 0; i0 < M; i0 += TI) {
+        const int i1 = std::min(M, i0 + TI);
+        for (int i = i0; i < i1; i++)
+            for (int j = 0; j < N; j++) {
+                real& c = C[(size_t)i * ldc + j];
+                c = beta == real(0) ? real(0) : beta * c;
+            }
+        if (K == 0 || alpha == real(0)) continue;
+        for (int k0 = 0; k0 < K; k0 += TK) {
+            const int k1 = std::min(K, k0 + TK);
+            for (int j0 = 0; j0 < N; j0 += TJ) {
+                const int j1 = std::min(N, j0 + TJ);
+                for (int i = i0; i < i1; i++) {
+                    real* crow = C + (size_t)i * ldc;  // row i of C (N)
+                    for (int k = k0; k < k1; k++) {
+                        const real a = alpha * opA(i, k);
+                        for (int j = j0; j < j1; j++) crow[j] += a * opB(k, j);
+                    }
+                }
+            }
+        }
+    }
+}
+
+template <typename real>
+void gemm(bool transA, bool transB, int M, int N, int K, real alpha, const real* A, int lda, const real* B, int ldb,
+          real beta, real* C, int ldc) {
+    if constexpr (std::is_same_v<real, float>)
+        gemm_f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        gemm_blocked<real>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// out (N,OC) = inp (N,C) @ weight(OC,C)ᵀ + bias (OC)          bias may be nullptr.  out is SET.
 template <typename real>
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
-    gemm<real>(false, true, N, OC, C, real(1), inp, C, weight, C, real(0), out, OC);
-    if (bias)
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
+    gemm<real>(false, true, N, OC, C, real(1), inp, C, weight, C, real(0), out, OC);  // out = inp @ weightᵀ
+    if (!bias) return;
+#pragma omp parallel for schedule(static) if (matmul_detail::use_threads((double)N * OC))
+    for (int n = 0; n < N; n++) {
+        real* row = out + (size_t)n * OC;  // (OC)
+#pragma omp simd
+        for (int o = 0; o < OC; o++) row[o] += bias[o];
+    }
 }
 
 // Backward of  out = inp @ weightᵀ + bias.  ACCUMULATES into dinp, dweight, dbias (each may be nullptr).
+//   dout (N,OC), inp (N,C), weight (OC,C)  ->  dinp (N,C), dweight (OC,C), dbias (OC)
 template <typename real>
 void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp, const real* weight,
                      int N, int C, int OC) {
     if (dinp) gemm<real>(false, false, N, C, OC, real(1), dout, OC, weight, C, real(1), dinp, C);      // dinp += dout @ weight
     if (dweight) gemm<real>(true, false, OC, C, N, real(1), dout, OC, inp, C, real(1), dweight, C);   // dW += doutᵀ @ inp
-    if (dbias)
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < OC; o++) dbias[o] += dout[(size_t)n * OC + o];
+    if (dbias) {
+        // dbias[o] += Σ_n dout[n,o]: each thread owns a slice of columns and sums the rows in order n = 0..N-1
+        // (deterministic); the inner loop over columns is contiguous and vectorizes.
+        constexpr int CHUNK = 64;
+        const int nchunks = (OC + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (matmul_detail::use_threads((double)N * OC))
+        for (int ch = 0; ch < nchunks; ch++) {
+            const int o0 = ch * CHUNK, o1 = std::min(OC, o0 + CHUNK);
+            real acc[CHUNK];
+            for (int o = o0; o < o1; o++) acc[o - o0] = dbias[o];
+            for (int n = 0; n < N; n++) {
+                const real* row = dout + (size_t)n * OC;  // (OC)
+#pragma omp simd
+                for (int o = o0; o < o1; o++) acc[o - o0] += row[o];
+            }
+            for (int o = o0; o < o1; o++) dbias[o] = acc[o - o0];
+        }
+    }
 }
 
 }  // namespace icl

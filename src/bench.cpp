@@ -1,0 +1,260 @@
+// bench.cpp — CPU benchmarks.
+//
+//   bench [SUBCOMMAND]... [--threads N] [--reps N]
+//
+// Subcommands (none given: run them all, in table order):
+//   gemm    GFLOP/s of the fp32 GEMM at 1024³ (all four transpose combinations) and at the GPT model's own
+//           linear-layer shapes (forward, backward dinp, backward dweight), beside the machine's measured FP32
+//           FMA peak and the fraction of it reached.
+//
+// Every number is the median of --reps timed runs (the `best` column: the fastest run, for noisy machines);
+// each run repeats the kernel until it has taken at least MIN_RUN_SECONDS, so short kernels are not swamped
+// by timer noise.
+//
+// To add a benchmark (e.g. `bench model`: train-step ms and tokens/s), write `int bench_xxx(const BenchOptions&)`
+// and add a row to kSubcommands; --help, the subcommand check and "no subcommand = run all" follow from the table.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include "engine/cli.h"
+#include "engine/common.h"
+#include "engine/rng.h"
+#include "layers/matmul.h"
+
+using namespace icl;
+
+namespace {
+
+constexpr double MIN_RUN_SECONDS = 0.05;
+
+struct BenchOptions {
+    int threads = 1;  // OpenMP threads in use (after --threads is applied)
+    int reps = 7;     // timed runs per measurement
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Timing {
+    double median;  // seconds per call, median over the timed runs (the number reported)
+    double best;    // fastest run (less sensitive to other processes on a noisy machine)
+};
+
+// Seconds per call of fn(): one warm-up call, then calibrate how many calls make one timed run last at least
+// MIN_RUN_SECONDS, then `reps` timed runs.
+template <typename F>
+Timing time_calls(F&& fn, int reps) {
+    fn();
+    int inner = 1;
+    for (;;) {
+        double t0 = now_seconds();
+        for (int i = 0; i < inner; i++) fn();
+        double dt = now_seconds() - t0;
+        if (dt >= MIN_RUN_SECONDS || inner >= (1 << 20)) break;
+        inner = std::max(inner * 2, (int)(inner * MIN_RUN_SECONDS / std::max(dt, 1e-9) * 1.2));
+    }
+    std::vector<double> runs;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_seconds();
+        for (int i = 0; i < inner; i++) fn();
+        runs.push_back((now_seconds() - t0) / inner);
+    }
+    return {median(runs), *std::min_element(runs.begin(), runs.end())};
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// FP32 FMA peak: every thread runs a loop of independent multiply-adds (ACC accumulators, more than FMA
+// latency × FMA ports, so the units never wait on a result), no memory traffic. Returns GFLOP/s (1 FMA = 2 flops).
+constexpr long PEAK_ITERS = 20'000'000;
+constexpr int PEAK_ACC = 12;
+
+#if defined(__AVX2__) && defined(__FMA__)
+float fma_loop(long iters, float seed) {
+    __m256 acc[PEAK_ACC];
+    for (int a = 0; a < PEAK_ACC; a++) acc[a] = _mm256_set1_ps(seed + 0.001f * a);
+    const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
+    for (long i = 0; i < iters; i++)
+#pragma GCC unroll 16
+        for (int a = 0; a < PEAK_ACC; a++) acc[a] = _mm256_fmadd_ps(acc[a], mul, add);
+    __m256 s = acc[0];
+    for (int a = 1; a < PEAK_ACC; a++) s = _mm256_add_ps(s, acc[a]);
+    alignas(32) float out[8];
+    _mm256_store_ps(out, s);
+    return out[0] + out[7];
+}
+constexpr int PEAK_LANES = 8;
+constexpr const char* PEAK_KIND = "FP32 FMA peak (AVX2, 8 lanes)";
+#else
+// Portable (no AVX2/FMA at compile time): 4-wide GCC/Clang vector types, a multiply and an add per lane.
+constexpr int PEAK_LANES = 4;
+constexpr const char* PEAK_KIND = "FP32 mul+add peak (built without AVX2/FMA: 4 lanes)";
+float fma_loop(long iters, float seed) {
+    typedef float v4 __attribute__((vector_size(16)));
+    v4 acc[PEAK_ACC];
+    for (int a = 0; a < PEAK_ACC; a++) acc[a] = v4{seed, seed, seed, seed} + 0.001f * a;
+    const v4 mul = {0.999999f, 0.999999f, 0.999999f, 0.999999f}, add = {1e-7f, 1e-7f, 1e-7f, 1e-7f};
+    for (long i = 0; i < iters; i++)
+#pragma GCC unroll 16
+        for (int a = 0; a < PEAK_ACC; a++) acc[a] = acc[a] * mul + add;
+    v4 s = acc[0];
+    for (int a = 1; a < PEAK_ACC; a++) s += acc[a];
+    return s[0] + s[3];
+}
+#endif
+
+double measure_fma_peak(int threads, int reps) {
+    volatile float sink = 0;
+    auto once = [&](long iters) {
+        double t0 = now_seconds();
+#pragma omp parallel num_threads(threads)
+        {
+            float r = fma_loop(iters, 1.0f);
+            if (r == 12345.0f) sink = r;  // keep the result alive
+        }
+        return now_seconds() - t0;
+    };
+    once(PEAK_ITERS / 10);  // wake the threads and the clocks
+    std::vector<double> gflops;
+    for (int r = 0; r < reps; r++) {
+        double dt = once(PEAK_ITERS / 4);
+        gflops.push_back(2.0 * PEAK_ACC * PEAK_LANES * (double)(PEAK_ITERS / 4) * threads / dt * 1e-9);
+    }
+    (void)sink;
+    return median(gflops);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// bench gemm
+
+struct GemmCase {
+    std::string name;
+    bool transA, transB;
+    int M, N, K;
+    float beta;
+};
+
+int bench_gemm(const BenchOptions& opt) {
+    const int threads = opt.threads;
+    const double peak = measure_fma_peak(threads, opt.reps);
+
+    std::vector<GemmCase> cases;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            cases.push_back({strfmt("1024^3 %s%s", ta ? "T" : "N", tb ? "T" : "N"), (bool)ta, (bool)tb, 1024, 1024,
+                             1024, 0.0f});
+    // The GPT model's linear layers: N = B*T = 8*256 rows, (C, OC) per layer (qkv, attn proj, fc, fc proj, lm head).
+    const int rows = 2048;
+    const int shapes[][2] = {{384, 1152}, {384, 384}, {384, 1536}, {1536, 384}, {384, 256}};
+    for (auto& s : shapes) {
+        int C = s[0], OC = s[1];
+        cases.push_back({strfmt("gpt fwd     C=%d OC=%d", C, OC), false, true, rows, OC, C, 0.0f});   // out = inp·Wᵀ
+        cases.push_back({strfmt("gpt bwd-dx  C=%d OC=%d", C, OC), false, false, rows, C, OC, 1.0f});  // dinp += dout·W
+        cases.push_back({strfmt("gpt bwd-dW  C=%d OC=%d", C, OC), true, false, OC, C, rows, 1.0f});   // dW += doutᵀ·inp
+    }
+
+    std::printf("bench gemm: fp32 C(M,N) = op(A)·op(B) (+ C), %d thread%s; ms, GFLOP/s and %%peak are medians of %d "
+                "runs, best = fastest run (GFLOP/s)\n",
+                threads, threads == 1 ? "" : "s", opt.reps);
+    std::printf("%s, measured on %d thread%s: %.1f GFLOP/s\n\n", PEAK_KIND, threads, threads == 1 ? "" : "s", peak);
+    std::printf("%-26s %5s %5s %5s %5s %9s %9s %7s %9s\n", "case", "op", "M", "N", "K", "ms", "GFLOP/s", "%peak",
+                "best");
+    std::fflush(stdout);
+
+    Rng rng(1234);
+    std::vector<double> all;
+    for (const GemmCase& c : cases) {
+        // A is (M,K) or stored (K,M); B is (K,N) or stored (N,K); C (M,N).
+        const int lda = c.transA ? c.M : c.K, ldb = c.transB ? c.K : c.N;
+        std::vector<float> A((size_t)c.M * c.K), B((size_t)c.K * c.N), C((size_t)c.M * c.N);
+        fill_normal(A.data(), A.size(), rng);
+        fill_normal(B.data(), B.size(), rng);
+        fill_normal(C.data(), C.size(), rng, 0.0, 1e-3);
+        Timing t = time_calls(
+            [&] {
+                gemm<float>(c.transA, c.transB, c.M, c.N, c.K, 1.0f, A.data(), lda, B.data(), ldb, c.beta, C.data(), c.N);
+            },
+            opt.reps);
+        const double flops = 2.0 * c.M * c.N * c.K;
+        const double gf = flops / t.median * 1e-9;
+        all.push_back(gf);
+        std::printf("%-26s %4s%s %5d %5d %5d %9.3f %9.1f %6.1f%% %9.1f\n", c.name.c_str(), c.transA ? "T" : "N",
+                    c.transB ? "T" : "N", c.M, c.N, c.K, t.median * 1e3, gf, 100.0 * gf / peak, flops / t.best * 1e-9);
+        std::fflush(stdout);
+    }
+    double mn = *std::min_element(all.begin(), all.end());
+    std::printf("\nmin over cases: %.1f GFLOP/s (%.1f%% of peak)\n", mn, 100.0 * mn / peak);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Command line (the project's shared parser, engine/cli.h).
+
+struct Subcommand {
+    const char* name;
+    const char* help;
+    int (*run)(const BenchOptions&);
+};
+
+const Subcommand kSubcommands[] = {
+    {"gemm", "fp32 GEMM GFLOP/s at 1024^3 and the GPT layer shapes, vs the measured FMA peak", bench_gemm},
+};
+
+int run_main(int argc, char** argv) {
+    std::string usage = "[", list;
+    for (const Subcommand& s : kSubcommands) {
+        usage += std::string(usage.size() > 1 ? "|" : "") + s.name;
+        list += strfmt("  %-10s %s\n", s.name, s.help);
+    }
+    usage += "]...";
+    const int nsub = (int)(sizeof(kSubcommands) / sizeof(kSubcommands[0]));
+
+    BenchOptions defaults;
+    Cli cli("bench", "CPU benchmarks: GFLOP/s per kernel beside the machine's measured peak.");
+    cli.positionals(usage, 0, nsub);
+    cli.flag("--threads", "0", "OpenMP threads (0 = the OpenMP default, i.e. all cores)");
+    cli.flag("--reps", std::to_string(defaults.reps), "timed runs per measurement; the median is reported");
+    cli.epilog("subcommands (none given: run them all):\n" + list);
+    if (!cli.parse(argc, argv)) return 0;  // --help
+
+    BenchOptions opt;
+    opt.reps = (int)cli.get_int("--reps", 1, 1000000);
+    opt.threads = apply_threads(cli);
+
+    std::vector<const Subcommand*> chosen;
+    for (const std::string& a : cli.args()) {
+        const Subcommand* found = nullptr;
+        for (const Subcommand& s : kSubcommands)
+            if (a == s.name) found = &s;
+        if (!found) fail_usage(strfmt("unknown subcommand '%s' (see bench --help)", a.c_str()));
+        chosen.push_back(found);
+    }
+    if (chosen.empty())
+        for (const Subcommand& s : kSubcommands) chosen.push_back(&s);
+
+    int rc = 0;
+    for (size_t i = 0; i < chosen.size(); i++) {
+        if (i) std::printf("\n");
+        rc = std::max(rc, chosen[i]->run(opt));
+    }
+    return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run_main(argc, argv);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return e.exit_code;
+    }
+}

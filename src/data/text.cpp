@@ -1,0 +1,62 @@
+// text.cpp — see text.h.
+#include "data/text.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+
+#include "engine/common.h"
+
+namespace icl {
+
+TextData text_load(const std::string& path, double val_fraction, int T) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) fail("--data: cannot open '" + path + "': " + std::strerror(errno));
+    std::vector<int> all;
+    unsigned char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < n; i++) all.push_back(buf[i]);
+    bool err = std::ferror(f);
+    std::fclose(f);
+    if (err) fail("--data: error reading '" + path + "'");
+    size_t nval = (size_t)(all.size() * val_fraction);
+    if (all.size() - nval < (size_t)T + 1 || nval < (size_t)T + 1)
+        fail(strfmt("--data: '%s' has %zu bytes; need at least %zu for train and validation windows of %d+1 bytes",
+                    path.c_str(), all.size(), (size_t)((T + 1) / std::min(val_fraction, 1 - val_fraction)) + 1, T));
+    TextData d;
+    d.path = path;
+    d.train.assign(all.begin(), all.end() - nval);
+    d.val.assign(all.end() - nval, all.end());
+    return d;
+}
+
+Batch text_batch(const std::vector<int>& split, int B, int T, Rng& rng) {
+    ICL_ASSERT(split.size() >= (size_t)T + 1);
+    Batch bt;
+    bt.B = B;
+    bt.T = T;
+    bt.tokens.resize((size_t)B * T);
+    bt.targets.resize((size_t)B * T);
+    bt.mask.assign((size_t)B * T, 1.0f);
+    for (int b = 0; b < B; b++) {
+        size_t start = (size_t)rng.below(split.size() - T);
+        for (int t = 0; t < T; t++) {
+            bt.tokens[(size_t)b * T + t] = split[start + t];
+            bt.targets[(size_t)b * T + t] = split[start + t + 1];
+        }
+    }
+    return bt;
+}
+
+std::string bytes_to_text(const int* ids, int n) {
+    std::string s;
+    for (int i = 0; i < n; i++) {
+        int c = ids[i];
+        s += (c == '\n' || c == '\t' || (c >= 32 && c < 127) || c >= 128) ? (char)c : '?';
+    }
+    return s;
+}
+
+}  // namespace icl

@@ -1,0 +1,252 @@
+// cli.cpp — see cli.h.
+#include "engine/cli.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "engine/common.h"
+
+namespace icl {
+
+Cli::Cli(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
+
+void Cli::flag(const std::string& name, const std::string& def, const std::string& help) {
+    ICL_ASSERT_MSG(name.rfind("--", 0) == 0, name);
+    for (auto& f : flags_) ICL_ASSERT_MSG(f.name != name, "flag registered twice: " + name);
+    flags_.push_back({name, def, help, false});
+}
+
+void Cli::flag_switch(const std::string& name, const std::string& help) {
+    flag(name, "0", help);
+    flags_.back().is_switch = true;
+}
+
+void Cli::set_default(const std::string& name, const std::string& def) {
+    for (auto& f : flags_)
+        if (f.name == name) { f.def = def; return; }
+    ICL_ASSERT_MSG(false, "set_default of unknown flag " + name);
+}
+
+void Cli::preset(const std::string& name, const std::string& help,
+                 std::vector<std::pair<std::string, std::string>> values) {
+    for (auto& kv : values) (void)find(kv.first);  // presets only name registered flags
+    presets_.push_back({name, help, std::move(values)});
+}
+
+void Cli::positionals(const std::string& usage, int min_count, int max_count) {
+    usage_ = usage;
+    pos_min_ = min_count;
+    pos_max_ = max_count;
+}
+
+void Cli::epilog(const std::string& text) { epilog_ = text; }
+
+const Cli::Flag& Cli::find(const std::string& name) const {
+    for (auto& f : flags_)
+        if (f.name == name) return f;
+    ICL_ASSERT_MSG(false, "unknown flag queried: " + name);
+    std::abort();
+}
+
+bool Cli::parse(int argc, char** argv) {
+    std::vector<std::string> a;
+    for (int i = 1; i < argc; i++) a.emplace_back(argv[i]);
+    return parse(a);
+}
+
+bool Cli::parse(const std::vector<std::string>& args) {
+    given_.clear();
+    positional_.clear();
+    for (size_t i = 0; i < args.size(); i++) {
+        std::string a = args[i];
+        if (a == "--help" || a == "-h") {
+            std::fputs(help_text().c_str(), stdout);
+            return false;
+        }
+        if (a.rfind("--", 0) != 0 || a == "--") {
+            if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && (std::isdigit((unsigned char)a[1]) || a[1] == '.')))
+                fail_usage("unknown option '" + a + "' (see --help)");
+            positional_.push_back(a);
+            continue;
+        }
+        std::string name = a, value;
+        bool has_eq = false;
+        auto eq = a.find('=');
+        if (eq != std::string::npos) { name = a.substr(0, eq); value = a.substr(eq + 1); has_eq = true; }
+        const Flag* f = nullptr;
+        for (auto& g : flags_)
+            if (g.name == name) f = &g;
+        if (name == "--preset" && !presets_.empty()) {
+            if (!has_eq) {
+                if (i + 1 >= args.size()) fail_usage("--preset needs a value (one of the presets in --help)");
+                value = args[++i];
+            }
+            given_["--preset"] = value;
+            continue;
+        }
+        if (!f) fail_usage("unknown flag '" + name + "' (see --help)");
+        if (f->is_switch) {
+            if (has_eq) {
+                if (value == "1" || value == "true" || value == "yes") value = "1";
+                else if (value == "0" || value == "false" || value == "no") value = "0";
+                else fail_usage(name + ": expected no value, or =1/=0, got '" + value + "'");
+            } else value = "1";
+        } else if (!has_eq) {
+            if (i + 1 >= args.size()) fail_usage(name + " needs a value");
+            value = args[++i];
+        }
+        if (given_.count(name)) fail_usage(name + " given twice");
+        given_[name] = value;
+    }
+    if (given_.count("--preset")) {
+        preset_ = given_["--preset"];
+        const Preset* p = nullptr;
+        for (auto& q : presets_)
+            if (q.name == preset_) p = &q;
+        if (!p) {
+            std::string names;
+            for (auto& q : presets_) names += (names.empty() ? "" : ", ") + q.name;
+            fail_usage("--preset: unknown preset '" + preset_ + "' (choose from: " + names + ")");
+        }
+        from_preset_.clear();
+        for (auto& kv : p->values) from_preset_[kv.first] = kv.second;
+    }
+    if ((int)positional_.size() < pos_min_ || (int)positional_.size() > pos_max_) {
+        if (pos_max_ == 0) fail_usage("unexpected argument '" + positional_[0] + "' (see --help)");
+        fail_usage("expected " + usage_ + " (see --help)");
+    }
+    return true;
+}
+
+std::string Cli::get(const std::string& name) const {
+    if (name == "--preset") return preset_;
+    const Flag& f = find(name);
+    auto it = given_.find(name);
+    if (it != given_.end()) return it->second;
+    auto jt = from_preset_.find(name);
+    if (jt != from_preset_.end()) return jt->second;
+    return f.def;
+}
+
+bool Cli::given(const std::string& name) const { return given_.count(name) != 0; }
+bool Cli::has_value(const std::string& name) const { return !get(name).empty(); }
+
+bool Cli::get_bool(const std::string& name) const {
+    std::string v = get(name);
+    if (v == "1" || v == "true" || v == "yes") return true;
+    if (v == "0" || v == "false" || v == "no" || v.empty()) return false;
+    fail_usage(name + ": expected 0 or 1, got '" + v + "'");
+}
+
+int64_t Cli::get_int(const std::string& name, int64_t min, int64_t max) const {
+    std::string v = get(name);
+    if (v.empty()) fail_usage(name + " needs a value");
+    char* end = nullptr;
+    errno = 0;
+    double d = std::strtod(v.c_str(), &end);  // accept 1e4 style integers
+    if (end == v.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(d) || d != std::floor(d) ||
+        std::fabs(d) > 9e15)
+        fail_usage(name + ": expected an integer, got '" + v + "'");
+    int64_t x = (int64_t)d;
+    if (x < min || x > max) {
+        if (max == INT64_MAX) fail_usage(strfmt("%s: must be >= %lld, got %s", name.c_str(), (long long)min, v.c_str()));
+        fail_usage(strfmt("%s: must be in [%lld, %lld], got %s", name.c_str(), (long long)min, (long long)max, v.c_str()));
+    }
+    return x;
+}
+
+double Cli::get_double(const std::string& name, double min, double max) const {
+    std::string v = get(name);
+    if (v.empty()) fail_usage(name + " needs a value");
+    char* end = nullptr;
+    errno = 0;
+    double d = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(d))
+        fail_usage(name + ": expected a number, got '" + v + "'");
+    if (d < min || d > max) fail_usage(strfmt("%s: must be in [%g, %g], got %s", name.c_str(), min, max, v.c_str()));
+    return d;
+}
+
+std::string Cli::get_choice(const std::string& name, const std::vector<std::string>& choices) const {
+    std::string v = get(name), all;
+    for (auto& c : choices) {
+        if (v == c) return v;
+        all += (all.empty() ? "" : ", ") + c;
+    }
+    fail_usage(name + ": expected one of " + all + ", got '" + v + "'");
+}
+
+std::vector<int64_t> Cli::get_int_list(const std::string& name, int64_t min, int64_t max) const {
+    std::vector<int64_t> out;
+    std::string v = get(name);
+    if (v.empty()) return out;
+    std::stringstream ss(v);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        char* end = nullptr;
+        long long x = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0') fail_usage(name + ": expected comma-separated integers, got '" + v + "'");
+        if (x < min || x > max) fail_usage(strfmt("%s: value %lld out of range [%lld, %lld]", name.c_str(), x, (long long)min, (long long)max));
+        out.push_back(x);
+    }
+    return out;
+}
+
+std::string Cli::help_text() const {
+    std::string s = "usage: " + program_ + (usage_.empty() ? "" : " " + usage_) + " [flags]\n" + summary_ + "\n\nflags:\n";
+    size_t w = 0;
+    for (auto& f : flags_) w = std::max(w, f.name.size() + (f.is_switch ? 0 : 4));
+    for (auto& f : flags_) {
+        std::string left = f.name + (f.is_switch ? "" : " VAL");
+        s += "  " + left + std::string(w + 2 - left.size(), ' ') + f.help;
+        if (!f.is_switch && f.help.find("default") == std::string::npos)
+            s += " (default: " + (f.def.empty() ? std::string("none") : f.def) + ")";
+        s += "\n";
+    }
+    s += "  --help" + std::string(w - 4, ' ') + "print this help and exit\n";
+    if (!presets_.empty()) {
+        s += "\npresets (--preset NAME sets these flags; flags given on the command line win):\n";
+        for (auto& p : presets_) {
+            s += "  " + p.name + ": " + p.help + "\n     ";
+            for (auto& kv : p.values) s += " " + kv.first + " " + kv.second;
+            s += "\n";
+        }
+    }
+    if (!epilog_.empty()) s += "\n" + epilog_ + "\n";
+    return s;
+}
+
+std::map<std::string, std::string> Cli::values() const {
+    std::map<std::string, std::string> m;
+    for (auto& f : flags_) m[f.name] = get(f.name);
+    if (!preset_.empty()) m["--preset"] = preset_;
+    return m;
+}
+
+void add_common_flags(Cli& cli, const CommonDefaults& d) {
+    cli.flag("--device", "cpu", "cpu | cuda");
+    cli.flag("--threads", "0", "CPU threads (0 = OpenMP default, i.e. all cores)");
+    cli.flag("--seed", d.seed, "random seed (data and init; same seed + threads => identical CPU results)");
+    cli.flag("--steps", d.steps, "training steps");
+    cli.flag("--batch", d.batch, "sequences per step");
+    cli.flag("--lr", d.lr, "peak learning rate");
+    cli.flag("--out", "", "run directory (default: out/<binary>/<preset-or-task>-<time>)");
+    cli.flag("--dump-npy", "", "write every parameter, activation and gradient of one step as .npy into DIR");
+    cli.flag("--load", "", "initialise from this .safetensors checkpoint (its config is used)");
+    cli.flag("--save", "", "write the final model to this .safetensors checkpoint (default: <run>/model.safetensors)");
+}
+
+int apply_threads(const Cli& cli) {
+    int t = (int)cli.get_int("--threads", 0, 1024);
+    if (t > 0) omp_set_num_threads(t);
+    return omp_get_max_threads();
+}
+
+}  // namespace icl

@@ -1,0 +1,82 @@
+// cli.h — one command-line parser for every binary.
+//
+//   Cli cli("train_gpt", "Train the baseline GPT on a synthetic task or a text file.");
+//   add_common_flags(cli, {.steps = "300", ...});       // the shared flags of DESIGN.md
+//   cli.flag("--task", "arith", "arith | linreg | text");
+//   cli.preset("tiny", "a seconds-long smoke run", {{"--steps", "20"}, {"--layers", "2"}});
+//   if (!cli.parse(argc, argv)) return 0;                // --help printed
+//   int steps = cli.get_int("--steps", 1);               // validated: bad value -> Error(exit 2)
+//
+// A value comes from the command line if given, else from the chosen --preset, else the default.
+// Every problem (unknown flag, missing value, bad number, out of range) is one line naming the flag,
+// thrown as icl::Error with exit code 2.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace icl {
+
+class Cli {
+public:
+    Cli(std::string program, std::string summary);
+
+    // Register a flag "--name" with its default (as text; "" = unset) and one line of help.
+    // Boolean switches: flag_switch("--fold", "…"): present = "1", absent = "0".
+    void flag(const std::string& name, const std::string& def, const std::string& help);
+    void flag_switch(const std::string& name, const std::string& help);
+    // Change a registered flag's default (binaries tune the shared flags).
+    void set_default(const std::string& name, const std::string& def);
+    // A named preset: a set of flag values applied before the command line.
+    void preset(const std::string& name, const std::string& help, std::vector<std::pair<std::string, std::string>> values);
+    // Allow positional arguments (e.g. subcommands); described in --help as `usage`.
+    void positionals(const std::string& usage, int min_count, int max_count);
+    void epilog(const std::string& text);  // extra text at the end of --help (examples)
+
+    // Parse. Returns false if --help was given (help already printed to stdout).
+    bool parse(int argc, char** argv);
+    bool parse(const std::vector<std::string>& args);
+
+    std::string get(const std::string& name) const;  // raw text
+    bool given(const std::string& name) const;       // set explicitly on the command line?
+    bool has_value(const std::string& name) const;   // non-empty after preset/default
+    bool get_bool(const std::string& name) const;
+    int64_t get_int(const std::string& name, int64_t min = INT64_MIN, int64_t max = INT64_MAX) const;
+    double get_double(const std::string& name, double min = -1e308, double max = 1e308) const;
+    std::string get_choice(const std::string& name, const std::vector<std::string>& choices) const;
+    std::vector<int64_t> get_int_list(const std::string& name, int64_t min = INT64_MIN, int64_t max = INT64_MAX) const;
+    const std::vector<std::string>& args() const { return positional_; }
+    const std::string& program() const { return program_; }
+    std::string preset_name() const { return preset_; }
+
+    std::string help_text() const;
+    // Every flag's effective value, for summary.json / checkpoints: {"--steps": "300", ...}.
+    std::map<std::string, std::string> values() const;
+
+private:
+    struct Flag { std::string name, def, help; bool is_switch = false; };
+    struct Preset { std::string name, help; std::vector<std::pair<std::string, std::string>> values; };
+    const Flag& find(const std::string& name) const;
+
+    std::string program_, summary_, usage_, epilog_;
+    std::vector<Flag> flags_;
+    std::vector<Preset> presets_;
+    std::map<std::string, std::string> given_, from_preset_;
+    std::vector<std::string> positional_;
+    int pos_min_ = 0, pos_max_ = 0;
+    std::string preset_;
+};
+
+// The flags every binary shares (DESIGN.md "Conventions"): --device --threads --seed --steps --batch
+// --lr --out --dump-npy --load --save --preset(registered by presets) ; defaults per binary.
+struct CommonDefaults {
+    std::string steps = "200", batch = "8", lr = "1e-3", seed = "1";
+};
+void add_common_flags(Cli& cli, const CommonDefaults& d);
+
+// Apply --threads (0 = OpenMP default) to OpenMP; returns the thread count in use.
+int apply_threads(const Cli& cli);
+
+}  // namespace icl

@@ -1,0 +1,93 @@
+// device.cpp — CPU side of device.h; the CUDA side lives in cuda/device.cu (built by `make cuda`).
+#include "engine/device.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/common.h"
+
+namespace icl {
+
+#ifdef ICL_CUDA
+// Implemented in cuda/device.cu.
+void* cuda_alloc(size_t bytes);
+void cuda_free(void* p);
+void cuda_zero(void* p, size_t bytes);
+void cuda_copy(void* dst, const void* src, size_t bytes, int kind);
+void cuda_sync();
+void cuda_require();
+bool cuda_built() { return true; }
+#else
+bool cuda_built() { return false; }
+[[noreturn]] static void no_cuda() {
+    fail("--device cuda: this binary was built without CUDA (build with `make cuda` on a machine with nvcc)", 2);
+}
+#endif
+
+Device parse_device(const std::string& s) {
+    if (s == "cpu") return Device::cpu;
+    if (s == "cuda" || s == "gpu") return Device::cuda;
+    fail_usage("--device: expected cpu or cuda, got '" + s + "'");
+}
+
+void require_device(Device d) {
+    if (d == Device::cpu) return;
+#ifdef ICL_CUDA
+    cuda_require();
+#else
+    no_cuda();
+#endif
+}
+
+void* device_alloc(Device d, size_t bytes) {
+    if (bytes == 0) bytes = 64;
+    if (d == Device::cpu) {
+        size_t rounded = (bytes + 63) / 64 * 64;
+        void* p = std::aligned_alloc(64, rounded);
+        if (!p) fail(strfmt("out of host memory allocating %.1f MiB", bytes / 1048576.0));
+        std::memset(p, 0, rounded);
+        return p;
+    }
+#ifdef ICL_CUDA
+    return cuda_alloc(bytes);
+#else
+    no_cuda();
+#endif
+}
+
+void device_free(Device d, void* p) {
+    if (!p) return;
+    if (d == Device::cpu) { std::free(p); return; }
+#ifdef ICL_CUDA
+    cuda_free(p);
+#endif
+}
+
+void device_zero(Device d, void* p, size_t bytes) {
+    if (d == Device::cpu) { std::memset(p, 0, bytes); return; }
+#ifdef ICL_CUDA
+    cuda_zero(p, bytes);
+#else
+    no_cuda();
+#endif
+}
+
+void device_copy(Device d, void* dst, const void* src, size_t bytes, Copy kind) {
+    if (d == Device::cpu) { std::memmove(dst, src, bytes); return; }
+#ifdef ICL_CUDA
+    cuda_copy(dst, src, bytes, (int)kind);
+#else
+    (void)kind;
+    no_cuda();
+#endif
+}
+
+void device_sync(Device d) {
+#ifdef ICL_CUDA
+    if (d == Device::cuda) cuda_sync();
+#else
+    (void)d;
+#endif
+}
+
+}  // namespace icl

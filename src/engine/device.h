@@ -1,0 +1,48 @@
+// device.h — where tensors live: the CPU or a CUDA GPU.
+//
+// Models hold a Device and get every buffer from device_alloc(); layer calls go through the thin
+// dispatch in src/layers/dispatch.h. A build without nvcc (ICL_CUDA undefined) still links: asking for
+// the GPU fails with "built without CUDA" instead of crashing.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace icl {
+
+enum class Device { cpu, cuda };
+
+inline const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+Device parse_device(const std::string& s);  // "cpu" | "cuda"; bad value -> usage error
+
+bool cuda_built();                    // compiled with nvcc?
+void require_device(Device d);        // fails with a clear message if d cannot be used here
+
+void* device_alloc(Device d, size_t bytes);  // zero-filled, 64-byte aligned on the CPU
+void device_free(Device d, void* p);
+void device_zero(Device d, void* p, size_t bytes);
+enum class Copy { host_to_device, device_to_host, device_to_device };
+void device_copy(Device d, void* dst, const void* src, size_t bytes, Copy kind);
+void device_sync(Device d);
+
+// An owning, typed device buffer (movable, not copyable).
+template <typename real>
+struct Buffer {
+    Device dev = Device::cpu;
+    real* ptr = nullptr;
+    size_t n = 0;
+    Buffer() = default;
+    Buffer(Device d, size_t count) : dev(d), ptr((real*)device_alloc(d, count * sizeof(real))), n(count) {}
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+    Buffer& operator=(Buffer&& o) noexcept {
+        if (this != &o) { release(); dev = o.dev; ptr = o.ptr; n = o.n; o.ptr = nullptr; o.n = 0; }
+        return *this;
+    }
+    ~Buffer() { release(); }
+    void release() { if (ptr) device_free(dev, ptr); ptr = nullptr; n = 0; }
+    void zero() { if (ptr) device_zero(dev, ptr, n * sizeof(real)); }
+    size_t bytes() const { return n * sizeof(real); }
+};
+
+}  // namespace icl

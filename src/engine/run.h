@@ -1,0 +1,62 @@
+// run.h — a training run's output folder: log.csv, summary.json, the progress line.
+//
+//   out/<binary>/<run>/log.csv        one row per logged step (step, losses, metrics, ms/step, tokens/s)
+//   out/<binary>/<run>/summary.json   final metrics + the full configuration (every flag's value)
+//   out/<binary>/<run>/*.png          plots (loss.png at least), see src/engine/plot.h
+//
+// The progress line (step, loss, rate, ETA) rewrites itself on a terminal; when stderr is not a
+// terminal it prints one line every `every` steps and on the last step.
+#pragma once
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace icl {
+
+// Create `dir` (and parents). Fails with a message naming the path.
+void make_dirs(const std::string& dir);
+// Write text to path atomically (temp file + rename).
+void write_file_atomic(const std::string& path, const std::string& text);
+// Default run directory: out/<binary>/<name>-<YYYYmmdd-HHMMSS>[-k] (a fresh one; never reused).
+std::string default_run_dir(const std::string& binary, const std::string& name);
+
+// CSV log with a fixed header; NaN cells are written empty. Each row is flushed.
+class CsvLog {
+public:
+    CsvLog() = default;
+    CsvLog(const std::string& path, std::vector<std::string> columns);
+    ~CsvLog();
+    CsvLog(const CsvLog&) = delete;
+    CsvLog& operator=(const CsvLog&) = delete;
+    void row(const std::map<std::string, double>& values);  // unknown keys are a bug
+    const std::string& path() const { return path_; }
+    // Column `name` of every row written so far (for plots at the end of a run).
+    std::vector<double> column(const std::string& name) const;
+
+private:
+    std::FILE* f_ = nullptr;
+    std::string path_;
+    std::vector<std::string> cols_;
+    std::vector<std::vector<double>> rows_;
+};
+
+class Progress {
+public:
+    Progress(int total_steps, int every);
+    // Call once per step; `extra` is appended (e.g. "val 1.23").
+    void update(int step, double loss, double tokens_per_s, const std::string& extra = "");
+    void finish();
+
+private:
+    int total_, every_;
+    double t0_;
+    bool tty_;
+    bool dirty_ = false;
+};
+
+nlohmann::json cli_json(const std::map<std::string, std::string>& values);
+
+}  // namespace icl

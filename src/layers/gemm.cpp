@@ -1,0 +1,402 @@
+// gemm.cpp — the fast fp32 GEMM behind icl::gemm<float> (declared in matmul.h).
+//
+//   C(M,N) = alpha·op(A)·op(B) + beta·C        row-major, op(X) = X or Xᵀ, leading dimensions lda/ldb/ldc
+//
+// The structure is the classic BLIS/Goto decomposition: five loops around a register-blocked micro-kernel.
+//
+//   for jc in N step NC                      B panel  (KC×NC)  packed once, streamed from L3
+//     for pc in K step KC
+//       pack op(B)[pc:pc+kc, jc:jc+nc]  ->  Bp : micro-panels of NR columns, each kc×NR, k-major
+//       for ic in M step MC                  A block  (MC×KC)  packed, lives in L2
+//         pack op(A)[ic:ic+mc, pc:pc+kc] -> Ap : micro-panels of MR rows, each kc×MR, k-major
+//         for jr in nc step NR               B micro-panel (KC×NR) lives in L1
+//           for ir in mc step MR
+//             micro-kernel: C[ir:ir+MR, jr:jr+NR] (+)= alpha · Ap_panel · Bp_panel     (12 ymm accumulators)
+//
+// Packing copies the operands into exactly the order the micro-kernel reads them, so all four transpose
+// combinations cost the same after packing; panels are zero-padded to MR/NR, so the kernel never sees a
+// ragged edge (edge tiles are computed in full into a small buffer and only the valid part is written).
+//
+// Threads: C is cut into a tm×tn grid of rectangles (tm·tn = threads, chosen to balance the work), and
+// each thread runs the five loops above on its own rectangle with its own packing buffers. No two threads
+// ever write the same element of C, and every element is the same FMA chain over k (the KC split depends
+// only on K), so the result is bit-identical run to run AND for any thread count. Called from inside an
+// active OpenMP parallel region (e.g. attention's per-(batch, head) loop) it runs single-threaded.
+//
+// beta == 0 never reads C (so C may hold NaN/garbage); the first KC block applies beta, later ones add.
+#include "layers/matmul.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define ICL_GEMM_AVX2 1
+#endif
+
+namespace icl {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------
+// Blocking parameters (tuned on Zen3: 32 KiB L1d, 512 KiB L2 per core). On that machine KC 256 vs 384,
+// MC 72..240, NC 1024 vs 3072, prefetching C or not and unrolling k by 4 were all within noise of each other
+// (about 180 GFLOP/s on 2 cores, 90% of the measured FMA peak); these values are the middle of that plateau.
+// (The ICL_GEMM_* macros exist only for tuning experiments: g++ -DICL_GEMM_KC=256 ...)
+#ifndef ICL_GEMM_KC
+#define ICL_GEMM_KC 384
+#endif
+#ifndef ICL_GEMM_MC
+#define ICL_GEMM_MC 120
+#endif
+#ifndef ICL_GEMM_NC
+#define ICL_GEMM_NC 3072
+#endif
+constexpr int MR = 6;                 // micro-tile rows    (6 broadcasts of A per k)
+constexpr int NR = 16;                // micro-tile columns (2 ymm of B per k)   -> 6×2 = 12 accumulators
+constexpr int KC_MAX = ICL_GEMM_KC;   // depth of one packed block: B micro-panel KC×NR×4 B = 24 KiB in L1
+constexpr int MC_MAX = ICL_GEMM_MC;   // rows of one packed A block: MC×KC×4 B = 180 KiB in L2 (multiple of MR)
+constexpr int NC_MAX = ICL_GEMM_NC;   // columns of one packed B panel (multiple of NR)
+
+static_assert(MC_MAX % MR == 0 && NC_MAX % NR == 0, "block sizes must be multiples of the micro-tile");
+
+inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Split n into ceil(n/max) nearly equal blocks, rounded up to a multiple of `unit`, so that e.g. K=400 becomes
+// two blocks of 200 rather than 384+16. Depends only on n, never on the thread count (determinism).
+inline int balanced_block(int n, int max, int unit) {
+    int nblocks = ceil_div(n, max);
+    int b = ceil_div(n, nblocks);
+    return std::min(max, ceil_div(b, unit) * unit);
+}
+
+// Per-thread packing buffers, allocated once per thread on first use (64-byte aligned).
+struct PackBuffers {
+    float* a = nullptr;  // Ap (MC_MAX, KC_MAX) as MC_MAX/MR micro-panels of (KC_MAX, MR)
+    float* b = nullptr;  // Bp (KC_MAX, NC_MAX) as NC_MAX/NR micro-panels of (KC_MAX, NR)
+    PackBuffers() {
+        a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * (size_t)MC_MAX * KC_MAX));
+        b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * (size_t)KC_MAX * NC_MAX));
+        ICL_ASSERT_MSG(a && b, "out of memory for GEMM packing buffers");
+    }
+    ~PackBuffers() { std::free(a); std::free(b); }
+    PackBuffers(const PackBuffers&) = delete;
+    PackBuffers& operator=(const PackBuffers&) = delete;
+};
+PackBuffers& thread_buffers() {
+    static thread_local PackBuffers buf;
+    return buf;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Packing.
+//
+// pack_A: op(A)[i0:i0+mc, k0:k0+kc] -> Ap, micro-panel p (rows p*MR..p*MR+MR) at Ap + p*kc*MR,
+//         element (r, k) of the panel at [k*MR + r]. Rows past mc are zero.
+void pack_A(bool transA, const float* A, int lda, int i0, int k0, int mc, int kc, float* Ap) {
+    for (int p = 0; p < mc; p += MR) {
+        int mr = std::min(MR, mc - p);
+        float* dst = Ap + (size_t)p * kc;  // (kc, MR)
+        if (!transA) {
+            // A (M,K): row i is contiguous in k. Read MR rows side by side.
+            const float* rows[MR];
+            for (int r = 0; r < MR; r++) rows[r] = A + (size_t)(i0 + p + std::min(r, mr - 1)) * lda + k0;
+            if (mr == MR) {
+                for (int k = 0; k < kc; k++)
+                    for (int r = 0; r < MR; r++) dst[k * MR + r] = rows[r][k];
+            } else {
+                for (int k = 0; k < kc; k++)
+                    for (int r = 0; r < MR; r++) dst[k * MR + r] = r < mr ? rows[r][k] : 0.0f;
+            }
+        } else {
+            // A stored (K,M): op(A)(i,k) = A[k*lda + i], so MR consecutive rows are contiguous.
+            const float* src = A + (size_t)k0 * lda + i0 + p;
+            if (mr == MR) {
+                for (int k = 0; k < kc; k++)
+                    for (int r = 0; r < MR; r++) dst[k * MR + r] = src[(size_t)k * lda + r];
+            } else {
+                for (int k = 0; k < kc; k++)
+                    for (int r = 0; r < MR; r++) dst[k * MR + r] = r < mr ? src[(size_t)k * lda + r] : 0.0f;
+            }
+        }
+    }
+}
+
+// pack_B: op(B)[k0:k0+kc, j0:j0+nc] -> Bp, micro-panel q (cols q*NR..q*NR+NR) at Bp + q*kc*NR,
+//         element (k, c) of the panel at [k*NR + c]. Columns past nc are zero.
+void pack_B(bool transB, const float* B, int ldb, int k0, int j0, int kc, int nc, float* Bp) {
+    for (int q = 0; q < nc; q += NR) {
+        int nr = std::min(NR, nc - q);
+        float* dst = Bp + (size_t)q * kc;  // (kc, NR)
+        if (!transB) {
+            // B (K,N): row k is contiguous in j: copy NR floats per k.
+            const float* src = B + (size_t)k0 * ldb + j0 + q;
+            if (nr == NR) {
+                for (int k = 0; k < kc; k++) {
+#ifdef ICL_GEMM_AVX2
+                    _mm256_store_ps(dst + k * NR, _mm256_loadu_ps(src + (size_t)k * ldb));
+                    _mm256_store_ps(dst + k * NR + 8, _mm256_loadu_ps(src + (size_t)k * ldb + 8));
+#else
+                    std::memcpy(dst + k * NR, src + (size_t)k * ldb, sizeof(float) * NR);
+#endif
+                }
+            } else {
+                for (int k = 0; k < kc; k++)
+                    for (int c = 0; c < NR; c++) dst[k * NR + c] = c < nr ? src[(size_t)k * ldb + c] : 0.0f;
+            }
+        } else {
+            // B stored (N,K): op(B)(k,j) = B[j*ldb + k]: column j of op(B) is contiguous in k.
+            const float* src = B + (size_t)(j0 + q) * ldb + k0;
+            int k = 0;
+#ifdef ICL_GEMM_AVX2
+            if (nr == NR) {
+                // 8×8 register transposes: 8 k-values of 8 columns -> 8 rows of the panel (two halves of NR).
+                for (; k + 8 <= kc; k += 8) {
+                    for (int h = 0; h < 2; h++) {
+                        const float* s = src + (size_t)(h * 8) * ldb + k;
+                        __m256 r0 = _mm256_loadu_ps(s + 0 * (size_t)ldb), r1 = _mm256_loadu_ps(s + 1 * (size_t)ldb);
+                        __m256 r2 = _mm256_loadu_ps(s + 2 * (size_t)ldb), r3 = _mm256_loadu_ps(s + 3 * (size_t)ldb);
+                        __m256 r4 = _mm256_loadu_ps(s + 4 * (size_t)ldb), r5 = _mm256_loadu_ps(s + 5 * (size_t)ldb);
+                        __m256 r6 = _mm256_loadu_ps(s + 6 * (size_t)ldb), r7 = _mm256_loadu_ps(s + 7 * (size_t)ldb);
+                        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+                        __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+                        __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+                        __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+                        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+                        __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+                        __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+                        __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                        float* d = dst + (size_t)k * NR + h * 8;  // row k of the panel, columns h*8..h*8+7
+                        _mm256_store_ps(d + 0 * NR, _mm256_permute2f128_ps(u0, u4, 0x20));
+                        _mm256_store_ps(d + 1 * NR, _mm256_permute2f128_ps(u1, u5, 0x20));
+                        _mm256_store_ps(d + 2 * NR, _mm256_permute2f128_ps(u2, u6, 0x20));
+                        _mm256_store_ps(d + 3 * NR, _mm256_permute2f128_ps(u3, u7, 0x20));
+                        _mm256_store_ps(d + 4 * NR, _mm256_permute2f128_ps(u0, u4, 0x31));
+                        _mm256_store_ps(d + 5 * NR, _mm256_permute2f128_ps(u1, u5, 0x31));
+                        _mm256_store_ps(d + 6 * NR, _mm256_permute2f128_ps(u2, u6, 0x31));
+                        _mm256_store_ps(d + 7 * NR, _mm256_permute2f128_ps(u3, u7, 0x31));
+                    }
+                }
+            }
+#endif
+            for (; k < kc; k++)
+                for (int c = 0; c < NR; c++) dst[k * NR + c] = c < nr ? src[(size_t)c * ldb + k] : 0.0f;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Micro-kernel: C (MR,NR) at stride ldc  <-  alpha · Ap (kc,MR)ᵀ-panel · Bp (kc,NR)-panel  (+ beta · C)
+// beta_mode: 0 -> C = alpha·acc (C not read), 1 -> C = alpha·acc + C, 2 -> C = alpha·acc + beta·C.
+enum BetaMode { BETA_ZERO = 0, BETA_ONE = 1, BETA_ANY = 2 };
+
+#ifdef ICL_GEMM_AVX2
+inline void store_row(float* c, __m256 acc0, __m256 acc1, __m256 valpha, __m256 vbeta, int beta_mode) {
+    if (beta_mode == BETA_ZERO) {
+        _mm256_storeu_ps(c, _mm256_mul_ps(valpha, acc0));
+        _mm256_storeu_ps(c + 8, _mm256_mul_ps(valpha, acc1));
+    } else if (beta_mode == BETA_ONE) {
+        _mm256_storeu_ps(c, _mm256_fmadd_ps(valpha, acc0, _mm256_loadu_ps(c)));
+        _mm256_storeu_ps(c + 8, _mm256_fmadd_ps(valpha, acc1, _mm256_loadu_ps(c + 8)));
+    } else {
+        _mm256_storeu_ps(c, _mm256_fmadd_ps(valpha, acc0, _mm256_mul_ps(vbeta, _mm256_loadu_ps(c))));
+        _mm256_storeu_ps(c + 8, _mm256_fmadd_ps(valpha, acc1, _mm256_mul_ps(vbeta, _mm256_loadu_ps(c + 8))));
+    }
+}
+
+void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp, float* C, int ldc, float alpha,
+                  float beta, int beta_mode) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    for (int r = 0; r < MR; r++) {  // the C tile is needed only after the k loop: start fetching it now
+        _mm_prefetch((const char*)(C + (size_t)r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char*)(C + (size_t)r * ldc + NR - 1), _MM_HINT_T0);
+    }
+    for (int k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
+        __m256 a;
+        a = _mm256_broadcast_ss(Ap + 0); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(Ap + 1); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(Ap + 2); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(Ap + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(Ap + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(Ap + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
+        Ap += MR;
+        Bp += NR;
+    }
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    store_row(C + 0 * (size_t)ldc, c00, c01, va, vb, beta_mode);
+    store_row(C + 1 * (size_t)ldc, c10, c11, va, vb, beta_mode);
+    store_row(C + 2 * (size_t)ldc, c20, c21, va, vb, beta_mode);
+    store_row(C + 3 * (size_t)ldc, c30, c31, va, vb, beta_mode);
+    store_row(C + 4 * (size_t)ldc, c40, c41, va, vb, beta_mode);
+    store_row(C + 5 * (size_t)ldc, c50, c51, va, vb, beta_mode);
+}
+#else
+// Portable micro-kernel: the same arithmetic in plain loops (the compiler vectorizes what it can).
+void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp, float* C, int ldc, float alpha,
+                  float beta, int beta_mode) {
+    // One row of the tile at a time, so its NR accumulators fit in registers even with 16 narrow SIMD registers.
+    // GCC/Clang vector types make the accumulators registers (SSE2 on any x86-64) without intrinsics.
+    float acc[MR][NR];
+#if defined(__GNUC__)
+    typedef float v4 __attribute__((vector_size(16)));
+    for (int r = 0; r < MR; r++) {
+        v4 s0 = {}, s1 = {}, s2 = {}, s3 = {};  // columns 0-3, 4-7, 8-11, 12-15
+        for (int k = 0; k < kc; k++) {
+            const float a = Ap[k * MR + r];
+            v4 b0, b1, b2, b3;
+            std::memcpy(&b0, Bp + k * NR + 0, 16);
+            std::memcpy(&b1, Bp + k * NR + 4, 16);
+            std::memcpy(&b2, Bp + k * NR + 8, 16);
+            std::memcpy(&b3, Bp + k * NR + 12, 16);
+            s0 += a * b0; s1 += a * b1; s2 += a * b2; s3 += a * b3;
+        }
+        std::memcpy(&acc[r][0], &s0, 16);
+        std::memcpy(&acc[r][4], &s1, 16);
+        std::memcpy(&acc[r][8], &s2, 16);
+        std::memcpy(&acc[r][12], &s3, 16);
+    }
+    static_assert(NR == 16, "the portable kernel is written for NR == 16");
+#else
+    for (int r = 0; r < MR; r++)
+        for (int c = 0; c < NR; c++) {
+            float sum = 0;
+            for (int k = 0; k < kc; k++) sum += Ap[k * MR + r] * Bp[k * NR + c];
+            acc[r][c] = sum;
+        }
+#endif
+    for (int r = 0; r < MR; r++) {
+        float* crow = C + (size_t)r * ldc;
+        for (int c = 0; c < NR; c++) {
+            if (beta_mode == BETA_ZERO) crow[c] = alpha * acc[r][c];
+            else if (beta_mode == BETA_ONE) crow[c] = alpha * acc[r][c] + crow[c];
+            else crow[c] = alpha * acc[r][c] + beta * crow[c];
+        }
+    }
+}
+#endif
+
+// A ragged tile (mr < MR or nr < NR): run the full kernel on a private MR×NR buffer (after copying the valid
+// part of C in, unless beta == 0), then write back only the valid part. Same arithmetic as a full tile.
+void edge_kernel(int kc, const float* Ap, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
+                 int beta_mode) {
+    alignas(32) float tile[MR * NR] = {};  // (MR, NR)
+    if (beta_mode != BETA_ZERO)
+        for (int r = 0; r < mr; r++)
+            for (int c = 0; c < nr; c++) tile[r * NR + c] = C[(size_t)r * ldc + c];
+    micro_kernel(kc, Ap, Bp, tile, NR, alpha, beta, beta_mode);
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nr; c++) C[(size_t)r * ldc + c] = tile[r * NR + c];
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// One thread's share: C[m0:m1, n0:n1] = alpha·op(A)[m0:m1,:]·op(B)[:, n0:n1] + beta·C[m0:m1, n0:n1].
+void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, float alpha, const float* A, int lda,
+               const float* B, int ldb, float beta, float* C, int ldc) {
+    if (m1 <= m0 || n1 <= n0) return;
+    PackBuffers& buf = thread_buffers();
+    const int kc_blk = balanced_block(K, KC_MAX, 1);
+    const int mc_blk = balanced_block(m1 - m0, MC_MAX, MR);
+    const int nc_blk = balanced_block(n1 - n0, NC_MAX, NR);
+    const int beta_mode0 = beta == 0.0f ? BETA_ZERO : beta == 1.0f ? BETA_ONE : BETA_ANY;
+
+    for (int jc = n0; jc < n1; jc += nc_blk) {
+        const int nc = std::min(nc_blk, n1 - jc);
+        for (int pc = 0; pc < K; pc += kc_blk) {
+            const int kc = std::min(kc_blk, K - pc);
+            const int beta_mode = pc == 0 ? beta_mode0 : BETA_ONE;  // later K blocks accumulate
+            pack_B(transB, B, ldb, pc, jc, kc, nc, buf.b);
+            for (int ic = m0; ic < m1; ic += mc_blk) {
+                const int mc = std::min(mc_blk, m1 - ic);
+                pack_A(transA, A, lda, ic, pc, mc, kc, buf.a);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    const int nr = std::min(NR, nc - jr);
+                    const float* Bp = buf.b + (size_t)jr * kc;  // micro-panel (kc, NR)
+                    for (int ir = 0; ir < mc; ir += MR) {
+                        const int mr = std::min(MR, mc - ir);
+                        const float* Ap = buf.a + (size_t)ir * kc;  // micro-panel (kc, MR)
+                        float* Ct = C + (size_t)(ic + ir) * ldc + jc + jr;
+                        if (mr == MR && nr == NR) micro_kernel(kc, Ap, Bp, Ct, ldc, alpha, beta, beta_mode);
+                        else edge_kernel(kc, Ap, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// C[m0:m1, n0:n1] *= beta (beta == 0: set to zero without reading). Used when K == 0 or alpha == 0.
+void scale_rect(int m0, int m1, int n0, int n1, float beta, float* C, int ldc) {
+    for (int i = m0; i < m1; i++) {
+        float* c = C + (size_t)i * ldc;
+        if (beta == 0.0f) for (int j = n0; j < n1; j++) c[j] = 0.0f;
+        else if (beta != 1.0f) for (int j = n0; j < n1; j++) c[j] *= beta;
+    }
+}
+
+}  // namespace
+
+void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+              int ldb, float beta, float* C, int ldc) {
+    ICL_ASSERT(M >= 0 && N >= 0 && K >= 0);
+    if (M == 0 || N == 0) return;
+    ICL_ASSERT(ldc >= N);
+    const bool no_product = K == 0 || alpha == 0.0f;
+    if (!no_product) {
+        ICL_ASSERT_MSG(lda >= (transA ? M : K), strfmt("gemm: lda=%d too small", lda));
+        ICL_ASSERT_MSG(ldb >= (transB ? K : N), strfmt("gemm: ldb=%d too small", ldb));
+    }
+
+    // Thread count: 1 inside an active parallel region; otherwise the OpenMP default, reduced for small
+    // products (a thread should get at least ~2^18 multiply-adds to pay for waking it).
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel()) {
+        double work = (double)M * N * (no_product ? 1 : K);
+        nt = (int)std::max(1.0, std::min((double)omp_get_max_threads(), work / (1 << 18)));
+    }
+#endif
+
+    // Thread grid tm×tn (tm·tn = nt): pick the split whose largest per-thread rectangle (rounded up to whole
+    // micro-tiles) is smallest; on ties prefer splitting rows (each thread then packs B once for M/tm rows).
+    const int row_units = ceil_div(M, MR), col_units = ceil_div(N, NR);
+    int tm = nt, tn = 1;
+    double best = -1;
+    for (int cand = nt; cand >= 1; cand--) {
+        if (nt % cand) continue;
+        int ctn = nt / cand;
+        double area = (double)ceil_div(row_units, cand) * MR * ((double)ceil_div(col_units, ctn) * NR);
+        if (best < 0 || area < best * 0.999) { best = area; tm = cand; tn = ctn; }
+    }
+
+    auto run = [&](int t) {
+        int ti = t / tn, tj = t % tn;
+        // Balanced split in whole micro-tiles: thread ti gets row units [ti*U/tm, (ti+1)*U/tm).
+        int m0 = std::min(M, (int)((long)ti * row_units / tm) * MR), m1 = std::min(M, (int)((long)(ti + 1) * row_units / tm) * MR);
+        int n0 = std::min(N, (int)((long)tj * col_units / tn) * NR), n1 = std::min(N, (int)((long)(tj + 1) * col_units / tn) * NR);
+        if (no_product) scale_rect(m0, m1, n0, n1, beta, C, ldc);
+        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    };
+
+    if (nt == 1) {
+        run(0);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+    {
+        // If the runtime gives fewer threads than asked, the ones we have take the remaining rectangles.
+        for (int t = omp_get_thread_num(); t < nt; t += omp_get_num_threads()) run(t);
+    }
+#endif
+}
+
+}  // namespace icl

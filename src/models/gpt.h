@@ -1,0 +1,66 @@
+// gpt.h — the baseline: a pre-LN GPT-2 (L blocks, width C, NH heads, learned positions).
+//
+//   tokens (B,T) ──wte+wpe──> x ──[ block ]×L──> LN_f ──> logits = x·wteᵀ (tied)  ──> softmax CE
+//   vectors (B,T,D) ─pad+wpe─┘                          └─> pred = x·Wheadᵀ + b (D_out) ──> MSE
+//
+//   block:  x = x + attn(LN1(x))      attn: qkv = LN1(x)·Wqkvᵀ + b; causal softmax MHA; ·Woᵀ + b
+//           x = x + mlp(LN2(x))       mlp:  GELU(LN2(x)·W1ᵀ + b1)·W2ᵀ + b2
+//
+// One definition for both devices (every layer call goes through src/layers/dispatch.h) and both
+// precisions (GPT<float> trains; GPT<double> is what the whole-model gradient check runs).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/batch.h"
+#include "engine/rng.h"
+#include "models/state.h"
+
+namespace icl {
+
+struct GPTConfig {
+    int L = 4;        // blocks
+    int C = 128;      // width
+    int NH = 4;       // heads (C % NH == 0)
+    int V = 16;       // vocabulary (token input / tied LM head)
+    int maxT = 256;   // positions
+    int d_in = 0;     // > 0: vector input of this width, zero-padded to C (no token table)
+    int d_out = 0;    // > 0: linear read-out head of this width with an MSE loss (instead of the tied LM head)
+
+    nlohmann::json to_json() const;
+    static GPTConfig from_json(const nlohmann::json& j);  // refuses missing/bad fields
+    void validate() const;                                // one-line errors for impossible configs
+    int64_t num_params() const;
+};
+
+// The parameter registry: every tensor of the model, once, as (name, shape, init, doc).
+TensorTable gpt_parameters(const GPTConfig& c);
+
+template <typename real>
+struct GPT {
+    GPTConfig cfg;
+    ModelState<real> s;
+    int B = 0, T = 0;              // shape the activation table is laid out for
+
+    GPT(const GPTConfig& cfg, Device dev, uint64_t seed);
+
+    // Forward pass; returns the masked mean loss Σ mask·loss / Σ mask (and keeps every activation).
+    double forward(const Batch& batch);
+    // Backward pass of the last forward. Zeroes grads first, then fills every parameter and activation gradient.
+    void backward();
+    // Inference-only logits (B,T,V) or predictions (B,T,d_out) of the last forward, on the host.
+    std::vector<real> outputs();
+    // Sample `n` tokens after `prompt` (token models only); temperature 0 = argmax.
+    std::vector<int> sample(const std::vector<int>& prompt, int n, double temperature, Rng& rng);
+
+private:
+    void layout(int B, int T);      // the activation table for (B,T)
+    Buffer<int> d_tokens_, d_targets_, d_pos_;
+    Buffer<real> d_vectors_, d_target_vecs_, d_dloss_, scratch_;
+    std::vector<real> dloss_host_;
+    bool has_pos_ = false;
+};
+
+}  // namespace icl

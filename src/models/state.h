@@ -1,0 +1,69 @@
+// state.h — what every model owns besides its forward/backward: the parameter registry and its flat
+// buffers (params, grads, AdamW m and v), the activation table and its buffers, and the operations that
+// only need those tables: init, zero_grad, AdamW step with clipping, NaN hunting, checkpoints, dumps.
+//
+// A model (src/models/gpt.h, later cgt, kernel_lm, …) fills `ptable` and `atable` once from its
+// registry function, then calls alloc_params() / alloc_acts(). Nothing here knows which model it is.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/device.h"
+#include "engine/tensor.h"
+
+namespace icl {
+
+struct AdamWConfig {
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
+    float grad_clip = 1.0f;  // max global gradient norm; <= 0 disables clipping
+};
+
+template <typename real>
+struct ModelState {
+    Device dev = Device::cpu;
+    std::string kind;            // "gpt", "cgt", … (checkpoint metadata)
+    nlohmann::json config;       // the model's config (checkpoint metadata, dumps)
+
+    TensorTable ptable;          // parameters: the registry
+    Buffer<real> params, grads, adam_m, adam_v;
+    int64_t opt_step = 0;        // AdamW steps taken
+
+    TensorTable atable;          // activations of the last forward, laid out for (B,T)
+    TensorTable gtable;          // gradients of the differentiable activations
+    Buffer<real> acts, dacts;
+
+    // --- allocation and init ---
+    void alloc_params();                     // params, grads, m, v for ptable (zeroed)
+    void init_params(uint64_t seed);         // by each spec's Init; computed on the host, then uploaded
+    void alloc_acts();                       // (re)allocate acts/dacts for the current atable if it grew
+
+    // --- named views (device pointers) ---
+    real* param(const std::string& name) { return params.ptr + ptable.offset(name); }
+    real* grad(const std::string& name) { return grads.ptr + ptable.offset(name); }
+    real* act(const std::string& name) { return acts.ptr + atable.offset(name); }
+    real* dact(const std::string& name) { return dacts.ptr + gtable.offset(name); }
+
+    // --- training ---
+    void zero_grad();                        // parameter grads and activation grads
+    double grad_norm();                      // global L2 norm of the parameter gradients
+    // Clip to cfg.grad_clip, then one AdamW step at learning rate lr. Returns the norm before clipping.
+    double update(const AdamWConfig& cfg, double lr);
+    // Name of the first parameter whose gradient holds a NaN/Inf ("" if none).
+    std::string first_nonfinite_grad();
+
+    // --- host transfer ---
+    std::vector<real> to_host(const Buffer<real>& buf, size_t offset, size_t n) const;
+    std::vector<real> fetch_act(const std::string& name);   // one activation, on the host
+    void upload(Buffer<real>& buf, size_t offset, const real* host, size_t n);
+
+    // --- files ---
+    void save(const std::string& path, const std::map<std::string, std::string>& extra_meta = {});
+    void load(const std::string& path);      // refuses another kind/config/shape (see checkpoint.h)
+    // Every parameter, activation and gradient as DIR/<name>.npy plus DIR/index.json.
+    void dump_npy(const std::string& dir, int step);
+};
+
+}  // namespace icl

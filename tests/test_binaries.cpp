@@ -1,0 +1,126 @@
+// End-to-end tests of the binaries: bad flags exit 2 with one line, a tiny run writes its files,
+// --device cuda without CUDA says so. The binaries are found through ICL_BIN_DIR (make test sets it).
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result { int code; std::string out, err; };
+
+std::string bin_dir() {
+    const char* d = std::getenv("ICL_BIN_DIR");
+    return d ? d : "";
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+Result run(const std::string& args) {
+    static int k = 0;
+    std::string o = "/tmp/icl_bin_out_" + std::to_string(getpid()) + "_" + std::to_string(k);
+    std::string e = "/tmp/icl_bin_err_" + std::to_string(getpid()) + "_" + std::to_string(k++);
+    int st = std::system((bin_dir() + "/" + args + " >" + o + " 2>" + e + " </dev/null").c_str());
+    Result r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
+    std::remove(o.c_str());
+    std::remove(e.c_str());
+    return r;
+}
+
+int lines(const std::string& s) {
+    int n = 0;
+    for (char c : s) n += c == '\n';
+    return n;
+}
+
+}  // namespace
+
+TEST_SUITE("binaries") {
+TEST_CASE("bad flags: one line naming the problem, exit code 2") {
+    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set (run through `make test`)"); return; }
+    struct Case { const char* cmd; const char* needle; };
+    Case cases[] = {
+        {"train_gpt --steps -3", "--steps: must be"},
+        {"train_gpt --task poetry", "--task: expected one of arith, linreg, text"},
+        {"train_gpt --bogus 1", "unknown flag '--bogus'"},
+        {"train_gpt --heads 5 --width 32", "--heads: must divide the width 32"},
+        {"train_gpt --task text", "--task text needs --data FILE"},
+        {"train_gpt --lr abc", "--lr: expected a number"},
+        {"train_gpt --device tpu", "--device: expected cpu or cuda"},
+        {"gradcheck --task nope", "--task: expected one of"},
+        {"bench --reps 0", "--reps"},
+    };
+    for (auto& c : cases) {
+        Result r = run(c.cmd);
+        CAPTURE(c.cmd);
+        CAPTURE(r.err);
+        CHECK(r.code == 2);
+        CHECK(r.err.find(c.needle) != std::string::npos);
+        CHECK(r.err.rfind("error: ", 0) == 0);
+        CHECK(lines(r.err) == 1);
+    }
+}
+
+TEST_CASE("bad files: a clear message and a non-zero exit") {
+    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set"); return; }
+    Result r = run("train_gpt --task text --data /nonexistent.txt");
+    CHECK(r.code == 1);
+    CHECK(r.err.find("cannot open '/nonexistent.txt'") != std::string::npos);
+    std::ofstream("/tmp/icl_not_a_ckpt.safetensors") << "hello";
+    r = run("train_gpt --load /tmp/icl_not_a_ckpt.safetensors");
+    CHECK(r.code == 1);
+    CHECK(r.err.find("icl_not_a_ckpt.safetensors") != std::string::npos);
+    CHECK(lines(r.err) == 1);
+    std::remove("/tmp/icl_not_a_ckpt.safetensors");
+}
+
+TEST_CASE("--device cuda in a build without CUDA says so") {
+    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set"); return; }
+    Result r = run("train_gpt --preset tiny --device cuda --out /tmp/icl_cuda_refused");
+    if (r.code == 0) { MESSAGE("this build has CUDA and a GPU: nothing to refuse"); return; }
+    CHECK(r.code == 2);
+    bool explained = r.err.find("built without CUDA") != std::string::npos || r.err.find("no CUDA device") != std::string::npos;
+    CHECK(explained);
+}
+
+TEST_CASE("--help lists the shared flags") {
+    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set"); return; }
+    Result r = run("train_gpt --help");
+    CHECK(r.code == 0);
+    for (const char* f : {"--device", "--threads", "--seed", "--steps", "--batch", "--lr", "--out", "--dump-npy", "--load", "--save", "--preset"})
+        CHECK(r.out.find(f) != std::string::npos);
+}
+
+TEST_CASE("a tiny train_gpt run writes log, plot, summary and a loadable checkpoint") {
+    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set"); return; }
+    std::string dir = "/tmp/icl_bin_run_" + std::to_string(getpid());
+    Result r = run("train_gpt --preset tiny --out " + dir + " --dump-npy " + dir + "/dump");
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    for (const char* f : {"/log.csv", "/loss.png", "/summary.json", "/model.safetensors", "/dump/index.json", "/dump/wte.npy"})
+        CHECK(std::ifstream(dir + f).good());
+    nlohmann::json s = nlohmann::json::parse(slurp(dir + "/summary.json"));
+    CHECK(s["steps"] == 20);
+    CHECK(s["final_val_loss"].get<double>() > 0);
+    // continue from the checkpoint (its config is used)
+    Result r2 = run("train_gpt --preset tiny --steps 3 --load " + dir + "/model.safetensors --out " + dir + "/again");
+    CAPTURE(r2.err);
+    CHECK(r2.code == 0);
+    // an architecture flag conflicting with --load is refused
+    Result r3 = run("train_gpt --preset tiny --layers 3 --load " + dir + "/model.safetensors --out " + dir + "/x");
+    CHECK(r3.code == 2);
+    std::system(("rm -rf " + dir).c_str());
+}
+}
