@@ -12,6 +12,7 @@
 // Determinism: grad_norm_squared cuts the vector into a FIXED number of chunks (not one per thread), sums each in
 // double, then adds the chunk sums in order: the same bits for any thread count. The rest is elementwise.
 #pragma once
+#include "layers/parallel.h"
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -27,16 +28,7 @@
 namespace icl {
 
 namespace adamw_detail {
-// Spawn threads only for enough work (>= 65536 element-operations) and never inside an active parallel
-// region (then the caller's thread does it all). Results do not depend on this choice.
-inline bool use_threads(double work) {
-#ifdef _OPENMP
-    return work >= 65536.0 && !omp_in_parallel();
-#else
-    (void)work;
-    return false;
-#endif
-}
+using par::use_threads;
 }  // namespace adamw_detail
 
 template <typename real>

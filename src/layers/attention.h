@@ -32,6 +32,7 @@
 #include <type_traits>
 
 #include "engine/common.h"
+#include "layers/parallel.h"
 #include "layers/gelu.h"  // vmath::exp_shifted_sum
 #include "layers/matmul.h"
 #ifdef _OPENMP
@@ -41,16 +42,7 @@
 namespace icl {
 
 namespace attention_detail {
-// Spawn threads only for enough work (>= 65536 element-operations) and never inside an active parallel
-// region (then the caller's thread does it all). Results do not depend on this choice.
-inline bool use_threads(double work) {
-#ifdef _OPENMP
-    return work >= 65536.0 && !omp_in_parallel();
-#else
-    (void)work;
-    return false;
-#endif
-}
+using par::use_threads;
 }  // namespace attention_detail
 
 constexpr int ATT_BLOCK = 64;  // rows per causal block of the T×T products

@@ -5,7 +5,12 @@
 // for tests); on the GPU the CUDA kernel of the same name in cuda/ (fp32 only). A build without nvcc
 // compiles the CUDA branch away; device.cpp already refused --device cuda with "built without CUDA".
 // No model is written twice: this file is the only place that knows there are two devices.
+//
+// Profiling: with op_profile().enabled, every op:: call adds its wall time (after a device sync) to a
+// per-kind total, e.g. "matmul bwd" — `bench model` prints the breakdown.
 #pragma once
+#include <map>
+#include <string>
 #include <type_traits>
 
 #include "engine/device.h"
@@ -22,6 +27,32 @@
 #endif
 
 namespace icl::op {
+
+struct Profile {
+    bool enabled = false;
+    std::map<std::string, double> seconds;
+    std::map<std::string, long> calls;
+    void reset() { seconds.clear(); calls.clear(); }
+};
+inline Profile& op_profile() {
+    static Profile p;
+    return p;
+}
+// Times one op:: call when profiling is on (a scope guard, so early returns are counted too).
+struct OpTimer {
+    const char* kind;
+    Device dev;
+    double t0 = 0;
+    OpTimer(const char* k, Device d) : kind(k), dev(d) {
+        if (op_profile().enabled) { device_sync(dev); t0 = now_seconds(); }
+    }
+    ~OpTimer() {
+        if (!op_profile().enabled) return;
+        device_sync(dev);
+        op_profile().seconds[kind] += now_seconds() - t0;
+        op_profile().calls[kind]++;
+    }
+};
 
 // ON_GPU(fn(args...)): on a CUDA device, call icl::cuda::fn(args...) and return.
 #ifdef ICL_CUDA
@@ -46,108 +77,129 @@ namespace icl::op {
 
 template <typename real>
 void encoder_forward(Device dev, real* out, const int* inp, const int* pos, const real* wte, const real* wpe, int B, int T, int C, int V, int maxT) {
+    OpTimer timer_("encoder fwd", dev);
     ON_GPU(encoder_forward(out, inp, pos, wte, wpe, B, T, C, V, maxT));
     icl::encoder_forward(out, inp, pos, wte, wpe, B, T, C, V, maxT);
 }
 template <typename real>
 void encoder_backward(Device dev, real* dwte, real* dwpe, const real* dout, const int* inp, const int* pos, int B, int T, int C, int V, int maxT) {
+    OpTimer timer_("encoder bwd", dev);
     ON_GPU(encoder_backward(dwte, dwpe, dout, inp, pos, B, T, C, V, maxT));
     icl::encoder_backward(dwte, dwpe, dout, inp, pos, B, T, C, V, maxT);
 }
 template <typename real>
 void vector_embed_forward(Device dev, real* out, const real* inp, const int* pos, const real* wpe, int B, int T, int C, int D, int maxT) {
+    OpTimer timer_("vector_embed fwd", dev);
     ON_GPU(vector_embed_forward(out, inp, pos, wpe, B, T, C, D, maxT));
     icl::vector_embed_forward(out, inp, pos, wpe, B, T, C, D, maxT);
 }
 template <typename real>
 void vector_embed_backward(Device dev, real* dwpe, const real* dout, const int* pos, int B, int T, int C, int maxT) {
+    OpTimer timer_("vector_embed bwd", dev);
     ON_GPU(vector_embed_backward(dwpe, dout, pos, B, T, C, maxT));
     icl::vector_embed_backward(dwpe, dout, pos, B, T, C, maxT);
 }
 template <typename real>
 void matmul_forward(Device dev, real* out, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
+    OpTimer timer_("matmul fwd", dev);
     ON_GPU(matmul_forward(out, inp, weight, bias, N, C, OC));
     icl::matmul_forward(out, inp, weight, bias, N, C, OC);
 }
 template <typename real>
 void matmul_backward(Device dev, real* dinp, real* dweight, real* dbias, const real* dout, const real* inp, const real* weight, int N, int C, int OC) {
+    OpTimer timer_("matmul bwd", dev);
     ON_GPU(matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC));
     icl::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 template <typename real>
 void layernorm_forward(Device dev, real* out, real* mean, real* rstd, const real* inp, const real* weight, const real* bias, int N, int C) {
+    OpTimer timer_("layernorm fwd", dev);
     ON_GPU(layernorm_forward(out, mean, rstd, inp, weight, bias, N, C));
     icl::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
 }
 template <typename real>
 void layernorm_backward(Device dev, real* dinp, real* dweight, real* dbias, const real* dout, const real* inp, const real* weight,
                         const real* mean, const real* rstd, int N, int C) {
+    OpTimer timer_("layernorm bwd", dev);
     ON_GPU(layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C));
     icl::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 template <typename real>
 void gelu_forward(Device dev, real* out, const real* inp, int64_t n) {
+    OpTimer timer_("gelu fwd", dev);
     ON_GPU(gelu_forward(out, inp, n));
     icl::gelu_forward(out, inp, n);
 }
 template <typename real>
 void gelu_backward(Device dev, real* dinp, const real* inp, const real* dout, int64_t n) {
+    OpTimer timer_("gelu bwd", dev);
     ON_GPU(gelu_backward(dinp, inp, dout, n));
     icl::gelu_backward(dinp, inp, dout, n);
 }
 template <typename real>
 void residual_forward(Device dev, real* out, const real* inp1, const real* inp2, int64_t n) {
+    OpTimer timer_("residual fwd", dev);
     ON_GPU(residual_forward(out, inp1, inp2, n));
     icl::residual_forward(out, inp1, inp2, n);
 }
 template <typename real>
 void residual_backward(Device dev, real* dinp1, real* dinp2, const real* dout, int64_t n) {
+    OpTimer timer_("residual bwd", dev);
     ON_GPU(residual_backward(dinp1, dinp2, dout, n));
     icl::residual_backward(dinp1, dinp2, dout, n);
 }
 template <typename real>
 void attention_forward(Device dev, real* out, real* att, real* scratch, const real* qkv, int B, int T, int C, int NH) {
+    OpTimer timer_("attention fwd", dev);
     ON_GPU(attention_forward(out, att, scratch, qkv, B, T, C, NH));
     icl::attention_forward(out, att, scratch, qkv, B, T, C, NH);
 }
 template <typename real>
 void attention_backward(Device dev, real* dqkv, real* scratch, const real* dout, const real* qkv, const real* att, int B, int T, int C, int NH) {
+    OpTimer timer_("attention bwd", dev);
     ON_GPU(attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH));
     icl::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
 }
 template <typename real>
 void crossentropy_forward(Device dev, real* losses, real* probs, const real* logits, const int* targets, int N, int V) {
+    OpTimer timer_("crossentropy fwd", dev);
     ON_GPU(crossentropy_forward(losses, probs, logits, targets, N, V));
     icl::crossentropy_forward(losses, probs, logits, targets, N, V);
 }
 template <typename real>
 void crossentropy_backward(Device dev, real* dlogits, const real* dlosses, const real* probs, const int* targets, int N, int V) {
+    OpTimer timer_("crossentropy bwd", dev);
     ON_GPU(crossentropy_backward(dlogits, dlosses, probs, targets, N, V));
     icl::crossentropy_backward(dlogits, dlosses, probs, targets, N, V);
 }
 template <typename real>
 void mse_forward(Device dev, real* losses, const real* pred, const real* target, int N, int D) {
+    OpTimer timer_("mse fwd", dev);
     ON_GPU(mse_forward(losses, pred, target, N, D));
     icl::mse_forward(losses, pred, target, N, D);
 }
 template <typename real>
 void mse_backward(Device dev, real* dpred, const real* dlosses, const real* pred, const real* target, int N, int D) {
+    OpTimer timer_("mse bwd", dev);
     ON_GPU(mse_backward(dpred, dlosses, pred, target, N, D));
     icl::mse_backward(dpred, dlosses, pred, target, N, D);
 }
 template <typename real>
 void adamw_update(Device dev, real* params, const real* grads, real* m, real* v, int64_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, int t) {
+    OpTimer timer_("adamw", dev);
     ON_GPU(adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t));
     icl::adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
 }
 template <typename real>
 double grad_norm_squared(Device dev, const real* grads, int64_t n) {
+    OpTimer timer_("grad norm/clip", dev);
     ON_GPU_RET(grad_norm_squared(grads, n));
     return icl::grad_norm_squared(grads, n);
 }
 template <typename real>
 void scale(Device dev, real* x, int64_t n, double factor) {
+    OpTimer timer_("grad norm/clip", dev);
     ON_GPU(scale(x, n, factor));
     icl::scale(x, n, (real)factor);
 }

@@ -24,6 +24,7 @@
 #include <cstddef>
 
 #include "engine/common.h"
+#include "layers/parallel.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -31,31 +32,8 @@
 namespace icl {
 
 namespace embedding_detail {
-// Spawn threads only for enough work (>= 65536 element-operations) and never inside an active parallel
-// region (then the caller's thread does it all). Results do not depend on this choice.
-inline bool use_threads(double work) {
-#ifdef _OPENMP
-    return work >= 65536.0 && !omp_in_parallel();
-#else
-    (void)work;
-    return false;
-#endif
-}
-// The column range [c0,c1) of C channels owned by the calling thread of the current parallel team. Range
-// boundaries are multiples of 16 elements (64 bytes of floats), so two threads never share a cache line.
-inline void thread_columns(int C, int& c0, int& c1) {
-#ifdef _OPENMP
-    const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
-#else
-    const int nt = 1, tid = 0;
-#endif
-    auto boundary = [&](int k) {
-        const long long b = ((long long)C * k / nt + 15) / 16 * 16;
-        return (int)(b < C ? b : C);
-    };
-    c0 = boundary(tid);
-    c1 = boundary(tid + 1);
-}
+using par::use_threads;
+using par::thread_columns;
 }  // namespace embedding_detail
 
 // out (B,T,C) = wte[inp] + wpe[pos]

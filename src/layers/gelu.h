@@ -19,6 +19,7 @@
 // GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes, parameter
 // and activation gradients alike; callers zero the gradient buffers once per step.
 #pragma once
+#include "layers/parallel.h"
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -99,16 +100,7 @@ real exp_shifted_sum(real* x, int n, real shift) {
 }  // namespace vmath
 
 namespace gelu_detail {
-// Spawn threads only for enough work (>= 65536 element-operations) and never inside an active parallel
-// region (then the caller's thread does it all). Results do not depend on this choice.
-inline bool use_threads(double work) {
-#ifdef _OPENMP
-    return work >= 65536.0 && !omp_in_parallel();
-#else
-    (void)work;
-    return false;
-#endif
-}
+using par::use_threads;
 constexpr double kS = 0.7978845608028654;  // sqrt(2/π)
 constexpr double kA = 0.044715;
 constexpr long long kChunk = 8192;  // elements per parallel work item (a multiple of 8)

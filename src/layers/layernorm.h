@@ -13,6 +13,7 @@
 // slice of channels [c0,c1) and adds rows n = 0..N-1 in order, recomputing x̂ for its slice. No scratch, no
 // atomics, and the result is bit-identical for any thread count.
 #pragma once
+#include "layers/parallel.h"
 #include <cmath>
 #include <cstddef>
 #ifdef _OPENMP
@@ -22,30 +23,8 @@
 namespace icl {
 
 namespace layernorm_detail {
-// Spawn threads only for enough work (>= 65536 element-operations) and never inside an active parallel
-// region (then the caller's thread does it all). Results do not depend on this choice.
-inline bool use_threads(double work) {
-#ifdef _OPENMP
-    return work >= 65536.0 && !omp_in_parallel();
-#else
-    (void)work;
-    return false;
-#endif
-}
-// Column range [c0,c1) of the calling thread; boundaries on 16-element (64-byte) multiples.
-inline void thread_columns(int C, int& c0, int& c1) {
-#ifdef _OPENMP
-    const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
-#else
-    const int nt = 1, tid = 0;
-#endif
-    auto boundary = [&](int k) {
-        const long long b = ((long long)C * k / nt + 15) / 16 * 16;
-        return (int)(b < C ? b : C);
-    };
-    c0 = boundary(tid);
-    c1 = boundary(tid + 1);
-}
+using par::use_threads;
+using par::thread_columns;
 }  // namespace layernorm_detail
 
 template <typename real>

@@ -18,6 +18,7 @@
 #include <cstddef>
 
 #include "engine/common.h"
+#include "layers/parallel.h"
 #include "layers/gelu.h"  // vmath::exp_shifted_sum
 
 #ifdef _OPENMP
@@ -26,16 +27,7 @@
 namespace icl {
 
 namespace loss_detail {
-// Spawn threads only for enough work (>= 65536 element-operations) and never inside an active parallel
-// region (then the caller's thread does it all). Results do not depend on this choice.
-inline bool use_threads(double work) {
-#ifdef _OPENMP
-    return work >= 65536.0 && !omp_in_parallel();
-#else
-    (void)work;
-    return false;
-#endif
-}
+using par::use_threads;
 }  // namespace loss_detail
 
 template <typename real>

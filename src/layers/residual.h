@@ -4,6 +4,7 @@
 // and activation gradients alike; callers zero the gradient buffers once per step. For a residual stream that
 // is exactly what is wanted: the skip branch and the block branch both add their share into the same buffer.
 #pragma once
+#include "layers/parallel.h"
 #include <cstddef>
 
 #ifdef _OPENMP
@@ -12,16 +13,7 @@
 namespace icl {
 
 namespace residual_detail {
-// Spawn threads only for enough work (>= 65536 element-operations) and never inside an active parallel
-// region (then the caller's thread does it all). Results do not depend on this choice.
-inline bool use_threads(double work) {
-#ifdef _OPENMP
-    return work >= 65536.0 && !omp_in_parallel();
-#else
-    (void)work;
-    return false;
-#endif
-}
+using par::use_threads;
 }  // namespace residual_detail
 
 template <typename real>
