@@ -16,8 +16,11 @@
 #include "engine/device.h"
 #include "layers/adamw.h"
 #include "layers/attention.h"
+#include "layers/cgt_ops.h"
+#include "layers/generator.h"
 #include "layers/embedding.h"
 #include "layers/gelu.h"
+#include "layers/kernel_attention.h"
 #include "layers/layernorm.h"
 #include "layers/loss.h"
 #include "layers/matmul.h"
@@ -204,6 +207,117 @@ void scale(Device dev, real* x, int64_t n, double factor) {
     icl::scale(x, n, (real)factor);
 }
 
+// --- CGT (spec/cgt.md): the weight generator T^κ and the CGT-only small ops (src/layers/generator.h, cgt_ops.h) ---
+template <typename real>
+void generator_forward(Device dev, real* out, real* c, real* P, real* z, real* G, const real* u, const real* y, const real* S,
+                       const real* Lw, const real* Rw, int N, int C, int Dy, int M, int r, MixFn h) {
+    OpTimer timer_("generator fwd", dev);
+    ON_GPU(generator_forward(out, c, P, z, G, u, y, S, Lw, Rw, N, C, Dy, M, r, h));
+    icl::generator_forward(out, c, P, z, G, u, y, S, Lw, Rw, N, C, Dy, M, r, h);
+}
+template <typename real>
+void generator_backward(Device dev, real* du, real* dy, real* dS, real* dL, real* dR, real* scratch, const real* dout, const real* u,
+                        const real* y, const real* c, const real* P, const real* z, const real* G, const real* S, const real* Lw,
+                        const real* Rw, int N, int C, int Dy, int M, int r, MixFn h) {
+    OpTimer timer_("generator bwd", dev);
+    ON_GPU(generator_backward(du, dy, dS, dL, dR, scratch, dout, u, y, c, P, z, G, S, Lw, Rw, N, C, Dy, M, r, h));
+    icl::generator_backward(du, dy, dS, dL, dR, scratch, dout, u, y, c, P, z, G, S, Lw, Rw, N, C, Dy, M, r, h);
+}
+template <typename real>
+void concat_forward(Device dev, real* out, const real* a, const real* b, int N, int Ca, int Cb) {
+    OpTimer timer_("concat fwd", dev);
+    ON_GPU(concat_forward(out, a, b, N, Ca, Cb));
+    icl::concat_forward(out, a, b, N, Ca, Cb);
+}
+template <typename real>
+void concat_backward(Device dev, real* da, real* db, const real* dout, int N, int Ca, int Cb) {
+    OpTimer timer_("concat bwd", dev);
+    ON_GPU(concat_backward(da, db, dout, N, Ca, Cb));
+    icl::concat_backward(da, db, dout, N, Ca, Cb);
+}
+template <typename real>
+void gather_rows_forward(Device dev, real* out, const real* src, const int* idx, int N, int D) {
+    OpTimer timer_("gather fwd", dev);
+    ON_GPU(gather_rows_forward(out, src, idx, N, D));
+    icl::gather_rows_forward(out, src, idx, N, D);
+}
+template <typename real>
+void gather_rows_backward(Device dev, real* dsrc, const real* dout, const int* idx, int N, int D) {
+    OpTimer timer_("gather bwd", dev);
+    ON_GPU(gather_rows_backward(dsrc, dout, idx, N, D));
+    icl::gather_rows_backward(dsrc, dout, idx, N, D);
+}
+template <typename real>
+double continuity_reg_forward(Device dev, const real* y, int B, int T, int D) {
+    OpTimer timer_("cgt reg fwd", dev);
+    ON_GPU_RET(continuity_reg_forward(y, B, T, D));
+    return icl::continuity_reg_forward(y, B, T, D);
+}
+template <typename real>
+void continuity_reg_backward(Device dev, real* dy, const real* y, double w, int B, int T, int D) {
+    OpTimer timer_("cgt reg bwd", dev);
+    ON_GPU(continuity_reg_backward(dy, y, w, B, T, D));
+    icl::continuity_reg_backward(dy, y, w, B, T, D);
+}
+template <typename real>
+double decorrelation_reg_forward(Device dev, const real* y, int B, int T, int D) {
+    OpTimer timer_("cgt reg fwd", dev);
+    ON_GPU_RET(decorrelation_reg_forward(y, B, T, D));
+    return icl::decorrelation_reg_forward(y, B, T, D);
+}
+template <typename real>
+void decorrelation_reg_backward(Device dev, real* dy, const real* y, double w, int B, int T, int D) {
+    OpTimer timer_("cgt reg bwd", dev);
+    ON_GPU(decorrelation_reg_backward(dy, y, w, B, T, D));
+    icl::decorrelation_reg_backward(dy, y, w, B, T, D);
+}
+template <typename real>
+double gp_kl_forward(Device dev, const real* mu, const real* logv, const real* Kinv, double logdetK, int B, int T, int D) {
+    OpTimer timer_("vae kl fwd", dev);
+    ON_GPU_RET(gp_kl_forward(mu, logv, Kinv, logdetK, B, T, D));
+    return icl::gp_kl_forward(mu, logv, Kinv, logdetK, B, T, D);
+}
+template <typename real>
+void gp_kl_backward(Device dev, real* dmu, real* dlogv, const real* mu, const real* logv, const real* Kinv, double w, int B, int T, int D) {
+    OpTimer timer_("vae kl bwd", dev);
+    ON_GPU(gp_kl_backward(dmu, dlogv, mu, logv, Kinv, w, B, T, D));
+    icl::gp_kl_backward(dmu, dlogv, mu, logv, Kinv, w, B, T, D);
+}
+template <typename real>
+void reparam_forward(Device dev, real* y, const real* mu, const real* logv, const real* eps, int64_t n) {
+    OpTimer timer_("vae reparam fwd", dev);
+    ON_GPU(reparam_forward(y, mu, logv, eps, n));
+    icl::reparam_forward(y, mu, logv, eps, n);
+}
+template <typename real>
+void reparam_backward(Device dev, real* dmu, real* dlogv, const real* dy, const real* logv, const real* eps, int64_t n) {
+    OpTimer timer_("vae reparam bwd", dev);
+    ON_GPU(reparam_backward(dmu, dlogv, dy, logv, eps, n));
+    icl::reparam_backward(dmu, dlogv, dy, logv, eps, n);
+}
+
+// ---- kernel (linearized) attention with RoPE and ICLCA biases (src/layers/kernel_attention.h) ----
+template <typename real>
+void kernel_attention_forward(Device dev, real* out, real* phiq, real* phik, real* rphiq, real* rphik, real* den, real* scratch,
+                              const real* qkv, const int* pos, const real* bkv, const real* bd, int B, int T, int C, int NH, double eps) {
+    OpTimer timer_("kernel attention fwd", dev);
+    ON_GPU(kernel_attention_forward(out, phiq, phik, rphiq, rphik, den, scratch, qkv, pos, bkv, bd, B, T, C, NH, eps));
+    icl::kernel_attention_forward(out, phiq, phik, rphiq, rphik, den, scratch, qkv, pos, bkv, bd, B, T, C, NH, eps);
+}
+template <typename real>
+void kernel_attention_backward(Device dev, real* dqkv, real* dbkv, real* dbd, real* scratch, const real* dout, const real* out,
+                               const real* phiq, const real* phik, const real* rphiq, const real* rphik, const real* den,
+                               const real* qkv, const int* pos, const real* bkv, const real* bd, int B, int T, int C, int NH) {
+    OpTimer timer_("kernel attention bwd", dev);
+    ON_GPU(kernel_attention_backward(dqkv, dbkv, dbd, scratch, dout, out, phiq, phik, rphiq, rphik, den, qkv, pos, bkv, bd, B, T, C, NH));
+    icl::kernel_attention_backward(dqkv, dbkv, dbd, scratch, dout, out, phiq, phik, rphiq, rphik, den, qkv, pos, bkv, bd, B, T, C, NH);
+}
+template <typename real>
+void kernel_attention_step(Device dev, real* out, real* S, real* z, const real* qkv, int pos, int C, int NH, double eps) {
+    OpTimer timer_("kernel attention step", dev);
+    ON_GPU(kernel_attention_step(out, S, z, qkv, pos, C, NH, eps));
+    icl::kernel_attention_step(out, S, z, qkv, pos, C, NH, eps);
+}
 #undef ON_GPU
 #undef ON_GPU_RET
 }  // namespace icl::op

@@ -13,27 +13,13 @@
 #include <type_traits>
 
 #include "engine/common.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "layers/parallel.h"
 
 namespace icl {
 
 // The fast fp32 GEMM (gemm.cpp).
 void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
               int ldb, float beta, float* C, int ldc);
-
-namespace matmul_detail {
-// True when a parallel loop should spawn threads: not already inside a parallel region, and enough work.
-inline bool use_threads(double work) {
-#ifdef _OPENMP
-    return !omp_in_parallel() && work >= 65536.0;
-#else
-    (void)work;
-    return false;
-#endif
-}
-}  // namespace matmul_detail
 
 // Naive reference: C (M,N) = alpha·op(A)·op(B) + beta·C.   A (M,K) or (K,M) if transA; B (K,N) or (N,K) if transB.
 template <typename real>
@@ -59,7 +45,7 @@ void gemm_blocked(bool transA, bool transB, int M, int N, int K, real alpha, con
     constexpr int TI = 32, TJ = 64, TK = 64;
     auto opA = [&](int i, int k) { return transA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]; };
     auto opB = [&](int k, int j) { return transB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]; };
-#pragma omp parallel for schedule(static) if (matmul_detail::use_threads((double)M * N * K))
+#pragma omp parallel for schedule(static) if (par::use_threads((double)M * N * K))
     for (int i0 = 0; i0 < M; i0 += TI) {
         const int i1 = std::min(M, i0 + TI);
         for (int i = i0; i < i1; i++)
@@ -98,7 +84,7 @@ template <typename real>
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
     gemm<real>(false, true, N, OC, C, real(1), inp, C, weight, C, real(0), out, OC);  // out = inp @ weightᵀ
     if (!bias) return;
-#pragma omp parallel for schedule(static) if (matmul_detail::use_threads((double)N * OC))
+#pragma omp parallel for schedule(static) if (par::use_threads((double)N * OC))
     for (int n = 0; n < N; n++) {
         real* row = out + (size_t)n * OC;  // (OC)
 #pragma omp simd
@@ -114,21 +100,17 @@ void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, c
     if (dinp) gemm<real>(false, false, N, C, OC, real(1), dout, OC, weight, C, real(1), dinp, C);      // dinp += dout @ weight
     if (dweight) gemm<real>(true, false, OC, C, N, real(1), dout, OC, inp, C, real(1), dweight, C);   // dW += doutᵀ @ inp
     if (dbias) {
-        // dbias[o] += Σ_n dout[n,o]: each thread owns a slice of columns and sums the rows in order n = 0..N-1
-        // (deterministic); the inner loop over columns is contiguous and vectorizes.
-        constexpr int CHUNK = 64;
-        const int nchunks = (OC + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) if (matmul_detail::use_threads((double)N * OC))
-        for (int ch = 0; ch < nchunks; ch++) {
-            const int o0 = ch * CHUNK, o1 = std::min(OC, o0 + CHUNK);
-            real acc[CHUNK];
-            for (int o = o0; o < o1; o++) acc[o - o0] = dbias[o];
+        // dbias[o] += Σ_n dout[n,o]: each thread owns a slice of columns and adds the rows in order n = 0..N-1
+        // (bit-identical for any thread count); the inner loop over columns is contiguous and vectorizes.
+#pragma omp parallel if (par::use_threads((double)N * OC))
+        {
+            int o0, o1;
+            par::thread_columns(OC, o0, o1);
             for (int n = 0; n < N; n++) {
                 const real* row = dout + (size_t)n * OC;  // (OC)
 #pragma omp simd
-                for (int o = o0; o < o1; o++) acc[o - o0] += row[o];
+                for (int o = o0; o < o1; o++) dbias[o] += row[o];
             }
-            for (int o = o0; o < o1; o++) dbias[o] = acc[o - o0];
         }
     }
 }

@@ -1,0 +1,344 @@
+// kernel_attention.h — causal multi-head kernel (linearized) attention with RoPE after φ and the two ICLCA
+// bias terms (spec/iclca.md §1.2–1.7, §1.10), in two execution forms that agree:
+//
+//   qkv (B,T,3C) holds [q | k | v] (each C = NH heads × hs channels, as in attention.h). Per (b, h), with
+//   m = hs feature channels (φ = elu+1 is elementwise), positions p_t = pos[b,t] (or t):
+//     a_t = φ(q_t), c_t = φ(k_t)                         φ(x) = elu(x)+1 = x+1 (x>0), eˣ (x<=0)   (m)
+//     â_t = R_{p_t} a_t,  ĉ_t = R_{p_t} c_t              RoPE AFTER φ, adjacent pairs (rope.h)     (m)
+//     S_t = b_KV[h] + Σ_{j<=t} ĉ_j v_jᵀ                  (m,hs)   rotated numerator state
+//     z_t = b_D[h]  + Σ_{j<=t} c_j                       (m)      UNROTATED denominator state
+//     out_t = (â_tᵀ S_t) / (a_tᵀ z_t + eps)              (hs) → out[b, t, h·hs : h·hs+hs]
+//   b_KV (NH,m,hs) and b_D (NH,m) may be nullptr (= zero: the model without bias parameters; 0 + x is
+//   exact, so that model and a zero-bias model agree bit for bit — spec §6 invariant 8).
+//
+// Forms.
+//   * kernel_attention_forward/backward — the PARALLEL training form, chunked: the sequence is cut into
+//     chunks of KA_CHUNK tokens; inside a chunk the causal part is a small masked (n×n) product, across
+//     chunks a running state S (m×hs) carries the past. Cost per head O(T·(KA_CHUNK + m)·hs) = O(T·m·hs):
+//     linear in T, never a T×T matrix. All products are gemm() calls (matmul.h) on the calling thread.
+//   * kernel_attention_step — the RECURRENT streaming form: one token, explicit state (S, z) updated in
+//     place. Started from S = b_KV, z = b_D it reproduces the parallel form (spec §6 invariants 5, 6).
+//
+// Saved for backward (all written by forward): a, c, â, ĉ as (B,NH,T,m) and den (B,NH,T); the layer
+// output itself is read back by backward. ICLCA (src/models/iclca.cpp) reads c, ĉ from these buffers.
+//
+// GRADIENT CONVENTION (whole engine): backward ACCUMULATES (+=) into dqkv, dbkv and dbd.
+// Threads: one `omp parallel for` over the B·NH pairs; bias gradients are reduced afterwards over b in a
+// fixed order, so results are bit-identical for any thread count.
+// Scratch (both directions): kernel_attention_scratch_size(B,T,C,NH) elements — a RoPE (cos,sin) table per
+// token, per-(b,h) bias-gradient partials, and one working slice per thread. Not re-entrant.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <type_traits>
+
+#include "engine/common.h"
+#include "layers/matmul.h"
+#include "layers/parallel.h"
+#include "layers/rope.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace icl {
+
+constexpr int KA_CHUNK = 64;  // tokens per chunk of the parallel form
+
+namespace kattn_detail {
+using par::use_threads;
+inline int max_threads() {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+inline int thread_id() {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+// elements of one thread's working slice: P, Q (CH×CH), X (CH×m), Dn (CH×hs), S (m×hs), z (m), dd (CH)
+inline size_t slice_size(int m, int hs) {
+    const size_t CH = KA_CHUNK;
+    return 2 * CH * CH + CH * m + CH * hs + (size_t)m * hs + m + CH;
+}
+template <typename real>
+inline real phi(real x) { return x > real(0) ? x + real(1) : std::exp(x); }  // elu(x) + 1
+// φ'(x) = 1 (x>0), eˣ = φ(x) (x<=0): expressed through the saved φ value f.
+template <typename real>
+inline real dphi(real x, real f) { return x > real(0) ? real(1) : f; }
+}  // namespace kattn_detail
+
+inline size_t kernel_attention_scratch_size(int B, int T, int C, int NH, int nthreads = kattn_detail::max_threads()) {
+    const int hs = C / NH, m = hs;
+    const int slices = std::max(1, std::min(nthreads, B * NH));
+    return (size_t)B * T * m + (size_t)B * NH * (m * hs + m) + (size_t)slices * kattn_detail::slice_size(m, hs);
+}
+
+namespace kattn_detail {
+// RoPE table for every (b,t): tab (B,T,m) = [cos(p θ_k) | sin(p θ_k)]
+template <typename real>
+void fill_rope(real* tab, const int* pos, int B, int T, int m) {
+#pragma omp parallel for schedule(static) if (use_threads((double)B * T * m * 20))
+    for (int n = 0; n < B * T; n++) rope_table(tab + (size_t)n * m, pos ? (double)pos[n] : (double)(n % T), m);
+}
+}  // namespace kattn_detail
+
+template <typename real>
+void kernel_attention_forward(real* out,         // (B,T,C)      SET
+                              real* phiq,        // (B,NH,T,m)   saved: a = φ(q)
+                              real* phik,        // (B,NH,T,m)   saved: c = φ(k)
+                              real* rphiq,       // (B,NH,T,m)   saved: â = R_p a
+                              real* rphik,       // (B,NH,T,m)   saved: ĉ = R_p c
+                              real* den,         // (B,NH,T)     saved: a·z_t + eps
+                              real* scratch,     // kernel_attention_scratch_size(B,T,C,NH)
+                              const real* qkv,   // (B,T,3C)     [q | k | v]
+                              const int* pos,    // (B,T)        positions, or nullptr = 0..T-1
+                              const real* bkv,   // (NH,m,hs)    or nullptr (= 0)
+                              const real* bd,    // (NH,m)       or nullptr (= 0)
+                              int B, int T, int C, int NH, double eps) {
+    using namespace kattn_detail;
+    ICL_ASSERT(NH > 0 && C % NH == 0 && (C / NH) % 2 == 0);
+    const int hs = C / NH, m = hs, C3 = 3 * C, CH = KA_CHUNK;
+    real* tab = scratch;                                               // (B,T,m)
+    real* slices = scratch + (size_t)B * T * m + (size_t)B * NH * (m * hs + m);
+    fill_rope(tab, pos, B, T, m);
+#pragma omp parallel for schedule(static) if (use_threads((double)B * NH * T * m * hs * 4))
+    for (int bh = 0; bh < B * NH; bh++) {
+        const int b = bh / NH, h = bh % NH;
+        real* sl = slices + (size_t)thread_id() * slice_size(m, hs);
+        real* P = sl;                    // (CH,CH)
+        real* S = sl + 2 * CH * CH + CH * m + CH * hs;  // (m,hs)
+        real* z = S + m * hs;            // (m)
+        const real* q = qkv + (size_t)b * T * C3 + h * hs;  // (T,hs) row stride 3C
+        const real* v = q + 2 * C;                          // (T,hs) row stride 3C
+        real* A = phiq + (size_t)bh * T * m;                // (T,m)
+        real* Cf = phik + (size_t)bh * T * m;
+        real* Ah = rphiq + (size_t)bh * T * m;
+        real* Chh = rphik + (size_t)bh * T * m;
+        real* dn = den + (size_t)bh * T;                    // (T)
+        real* o = out + (size_t)b * T * C + h * hs;         // (T,hs) row stride C
+        // features: a = φ(q), c = φ(k), â = R a, ĉ = R c
+        for (int t = 0; t < T; t++) {
+            const real* qt = q + (size_t)t * C3;
+            const real* kt = qt + C;
+            const real* tb = tab + ((size_t)b * T + t) * m;
+            for (int i = 0; i < m; i++) { A[(size_t)t * m + i] = phi(qt[i]); Cf[(size_t)t * m + i] = phi(kt[i]); }
+            rope_apply(Ah + (size_t)t * m, A + (size_t)t * m, tb, m);
+            rope_apply(Chh + (size_t)t * m, Cf + (size_t)t * m, tb, m);
+        }
+        // states start at the biases (the bias is the state before the first token)
+        for (int i = 0; i < m * hs; i++) S[i] = bkv ? bkv[(size_t)h * m * hs + i] : real(0);
+        for (int i = 0; i < m; i++) z[i] = bd ? bd[(size_t)h * m + i] : real(0);
+        for (int t0 = 0; t0 < T; t0 += CH) {
+            const int n = std::min(CH, T - t0);
+            const real* Ahc = Ah + (size_t)t0 * m;   // (n,m)
+            const real* Chc = Chh + (size_t)t0 * m;  // (n,m)
+            const real* vc = v + (size_t)t0 * C3;    // (n,hs) stride 3C
+            real* oc = o + (size_t)t0 * C;           // (n,hs) stride C
+            // P = Âc Ĉcᵀ, causal inside the chunk (j <= i)
+            gemm<real>(false, true, n, n, m, real(1), Ahc, m, Chc, m, real(0), P, CH);
+            for (int i = 0; i < n; i++) std::fill(P + (size_t)i * CH + i + 1, P + (size_t)i * CH + n, real(0));
+            // numerator: intra-chunk P V  +  inter-chunk Âc S_prev
+            gemm<real>(false, false, n, hs, n, real(1), P, CH, vc, C3, real(0), oc, C);
+            gemm<real>(false, false, n, hs, m, real(1), Ahc, m, S, hs, real(1), oc, C);
+            // denominator (unrotated, running z) and the division
+            for (int i = 0; i < n; i++) {
+                const real* ci = Cf + (size_t)(t0 + i) * m;
+                const real* ai = A + (size_t)(t0 + i) * m;
+                real d = 0;
+                for (int k = 0; k < m; k++) { z[k] += ci[k]; d += ai[k] * z[k]; }
+                d += (real)eps;
+                dn[t0 + i] = d;
+                const real inv = real(1) / d;
+                real* oi = oc + (size_t)i * C;
+                for (int k = 0; k < hs; k++) oi[k] *= inv;
+            }
+            // S += Ĉcᵀ Vc
+            gemm<real>(true, false, m, hs, n, real(1), Chc, m, vc, C3, real(1), S, hs);
+        }
+    }
+}
+
+// Backward of kernel_attention_forward. ACCUMULATES into dqkv, dbkv, dbd (the latter two may be nullptr).
+template <typename real>
+void kernel_attention_backward(real* dqkv,         // (B,T,3C)
+                               real* dbkv,         // (NH,m,hs) or nullptr
+                               real* dbd,          // (NH,m)    or nullptr
+                               real* scratch,      // kernel_attention_scratch_size(B,T,C,NH)
+                               const real* dout,   // (B,T,C)
+                               const real* out,    // (B,T,C)    forward output
+                               const real* phiq, const real* phik, const real* rphiq, const real* rphik,  // (B,NH,T,m)
+                               const real* den,    // (B,NH,T)
+                               const real* qkv,    // (B,T,3C)
+                               const int* pos,     // (B,T) or nullptr
+                               const real* bkv,    // (NH,m,hs) or nullptr
+                               const real* bd,     // (NH,m)    or nullptr
+                               int B, int T, int C, int NH) {
+    using namespace kattn_detail;
+    const int hs = C / NH, m = hs, C3 = 3 * C, CH = KA_CHUNK;
+    real* tab = scratch;                                      // (B,T,m)
+    real* red = scratch + (size_t)B * T * m;                  // (B,NH, m·hs + m): per-(b,h) dbkv | dbd
+    real* slices = red + (size_t)B * NH * (m * hs + m);
+    fill_rope(tab, pos, B, T, m);
+#pragma omp parallel for schedule(static) if (use_threads((double)B * NH * T * m * hs * 8))
+    for (int bh = 0; bh < B * NH; bh++) {
+        const int b = bh / NH, h = bh % NH;
+        real* sl = slices + (size_t)thread_id() * slice_size(m, hs);
+        real* P = sl;                    // (CH,CH)
+        real* Q = P + CH * CH;           // (CH,CH)
+        real* X = Q + CH * CH;           // (CH,m)
+        real* Dn = X + CH * m;           // (CH,hs)
+        real* S = Dn + CH * hs;          // (m,hs)   S_prev (forward sweep), U (reverse sweep)
+        real* z = S + m * hs;            // (m)      z (forward sweep), w (reverse sweep)
+        real* dd = z + m;                // (CH)
+        const real* q = qkv + (size_t)b * T * C3 + h * hs;
+        const real* k = q + C;
+        const real* v = q + 2 * C;
+        real* dq = dqkv + (size_t)b * T * C3 + h * hs;      // (T,hs) stride 3C
+        real* dk = dq + C;
+        real* dv = dq + 2 * C;
+        const real* A = phiq + (size_t)bh * T * m;
+        const real* Cf = phik + (size_t)bh * T * m;
+        const real* Ah = rphiq + (size_t)bh * T * m;
+        const real* Chh = rphik + (size_t)bh * T * m;
+        const real* dn = den + (size_t)bh * T;
+        const real* g = dout + (size_t)b * T * C + h * hs;  // (T,hs) stride C
+        const real* o = out + (size_t)b * T * C + h * hs;
+        // out_t = num_t / den_t  =>  dnum_t = g_t / den_t,  dden_t = −(g_t·out_t) / den_t
+        auto chunk_dnum = [&](int t0, int n) {
+            for (int i = 0; i < n; i++) {
+                const real* gi = g + (size_t)(t0 + i) * C;
+                const real* oi = o + (size_t)(t0 + i) * C;
+                const real inv = real(1) / dn[t0 + i];
+                real s = 0;
+                for (int c = 0; c < hs; c++) { Dn[(size_t)i * hs + c] = gi[c] * inv; s += gi[c] * oi[c]; }
+                dd[i] = -s * inv;
+            }
+        };
+        // ---- forward sweep: dâ_t and da_t (needs S_prev and z_t in forward order) ----
+        for (int i = 0; i < m * hs; i++) S[i] = bkv ? bkv[(size_t)h * m * hs + i] : real(0);
+        for (int i = 0; i < m; i++) z[i] = bd ? bd[(size_t)h * m + i] : real(0);
+        for (int t0 = 0; t0 < T; t0 += CH) {
+            const int n = std::min(CH, T - t0);
+            const real* Chc = Chh + (size_t)t0 * m;
+            const real* vc = v + (size_t)t0 * C3;
+            chunk_dnum(t0, n);
+            // num_t = â_tᵀ S_t, S_t = S_prev + Σ_{j<=t in chunk} ĉ_j v_jᵀ
+            //   => dâ_t = S_prev dnum_t + Σ_{j<=t} (dnum_t·v_j) ĉ_j       X = Dn S_prevᵀ + tril(Dn Vᵀ) Ĉc
+            gemm<real>(false, true, n, m, hs, real(1), Dn, hs, S, hs, real(0), X, m);
+            gemm<real>(false, true, n, n, hs, real(1), Dn, hs, vc, C3, real(0), Q, CH);
+            for (int i = 0; i < n; i++) std::fill(Q + (size_t)i * CH + i + 1, Q + (size_t)i * CH + n, real(0));
+            gemm<real>(false, false, n, m, n, real(1), Q, CH, Chc, m, real(1), X, m);
+            for (int i = 0; i < n; i++) {
+                const int t = t0 + i;
+                const real* ai = A + (size_t)t * m;
+                const real* ci = Cf + (size_t)t * m;
+                const real* tb = tab + ((size_t)b * T + t) * m;
+                real da[512];
+                ICL_ASSERT(m <= 512);
+                // â = R a  =>  da += Rᵀ dâ ;   den_t = a_t·z_t + eps  =>  da += z_t dden_t
+                rope_apply(da, X + (size_t)i * m, tb, m, -1);
+                for (int c = 0; c < m; c++) { z[c] += ci[c]; da[c] += z[c] * dd[i]; }
+                // a = φ(q)  =>  dq += φ'(q) da
+                const real* qt = q + (size_t)t * C3;
+                real* dqt = dq + (size_t)t * C3;
+                for (int c = 0; c < m; c++) dqt[c] += dphi(qt[c], ai[c]) * da[c];
+            }
+            gemm<real>(true, false, m, hs, n, real(1), Chc, m, vc, C3, real(1), S, hs);  // S += Ĉcᵀ Vc
+        }
+        // ---- reverse sweep: U = Σ_{t>=j} â_t dnum_tᵀ, w = Σ_{t>=j} a_t dden_t  → dĉ, dv, dc, dbkv, dbd ----
+        std::fill(S, S + m * hs, real(0));
+        std::fill(z, z + m, real(0));
+        const int nchunks = (T + CH - 1) / CH;
+        for (int ck = nchunks - 1; ck >= 0; ck--) {
+            const int t0 = ck * CH, n = std::min(CH, T - t0);
+            const real* Ahc = Ah + (size_t)t0 * m;
+            const real* Chc = Chh + (size_t)t0 * m;
+            const real* vc = v + (size_t)t0 * C3;
+            real* dvc = dv + (size_t)t0 * C3;
+            chunk_dnum(t0, n);
+            gemm<real>(false, true, n, n, hs, real(1), Dn, hs, vc, C3, real(0), Q, CH);   // Q[t,j] = dnum_t·v_j
+            gemm<real>(false, true, n, n, m, real(1), Ahc, m, Chc, m, real(0), P, CH);    // P[t,j] = â_t·ĉ_j
+            for (int i = 0; i < n; i++) {
+                std::fill(Q + (size_t)i * CH + i + 1, Q + (size_t)i * CH + n, real(0));
+                std::fill(P + (size_t)i * CH + i + 1, P + (size_t)i * CH + n, real(0));
+            }
+            // S_t = b + Σ_{j<=t} ĉ_j v_jᵀ  =>  dĉ_j = Σ_{t>=j} (dnum_t·v_j) â_t = U_next v_j + Σ_{t>=j in chunk} Q[t,j] â_t
+            gemm<real>(true, false, n, m, n, real(1), Q, CH, Ahc, m, real(0), X, m);
+            gemm<real>(false, true, n, m, hs, real(1), vc, C3, S, hs, real(1), X, m);
+            //                               dv_j = Σ_{t>=j} (â_t·ĉ_j) dnum_t = U_nextᵀ ĉ_j + Σ_{t>=j in chunk} P[t,j] dnum_t
+            gemm<real>(true, false, n, hs, n, real(1), P, CH, Dn, hs, real(1), dvc, C3);
+            gemm<real>(false, false, n, hs, m, real(1), Chc, m, S, hs, real(1), dvc, C3);
+            gemm<real>(true, false, m, hs, n, real(1), Ahc, m, Dn, hs, real(1), S, hs);   // U += Âcᵀ Dn
+            for (int i = n - 1; i >= 0; i--) {
+                const int t = t0 + i;
+                const real* ai = A + (size_t)t * m;
+                const real* ci = Cf + (size_t)t * m;
+                const real* tb = tab + ((size_t)b * T + t) * m;
+                real dc[512];
+                // z_t = b_D + Σ_{j<=t} c_j  =>  dc_j += Σ_{t>=j} a_t dden_t = w_j ;   ĉ = R c  =>  dc += Rᵀ dĉ
+                for (int c = 0; c < m; c++) z[c] += ai[c] * dd[i];
+                rope_apply(dc, X + (size_t)i * m, tb, m, -1);
+                const real* kt = k + (size_t)t * C3;
+                real* dkt = dk + (size_t)t * C3;
+                for (int c = 0; c < m; c++) dkt[c] += dphi(kt[c], ci[c]) * (dc[c] + z[c]);  // c = φ(k)
+            }
+        }
+        // S_t starts at b_KV, z_t at b_D  =>  dbkv[h] += Σ_t â_t dnum_tᵀ = U,  dbd[h] += Σ_t a_t dden_t = w
+        real* r = red + (size_t)bh * (m * hs + m);
+        std::copy(S, S + m * hs, r);
+        std::copy(z, z + m, r + m * hs);
+    }
+    for (int h = 0; h < NH; h++)
+        for (int b = 0; b < B; b++) {  // fixed order over b: deterministic
+            const real* r = red + ((size_t)b * NH + h) * (m * hs + m);
+            if (dbkv) for (int i = 0; i < m * hs; i++) dbkv[(size_t)h * m * hs + i] += r[i];
+            if (dbd) for (int i = 0; i < m; i++) dbd[(size_t)h * m + i] += r[m * hs + i];
+        }
+}
+
+// The recurrent streaming form: one token of one sequence. Updates the state in place, then reads out:
+//   S_h += ĉ vᵀ,  z_h += c,  out_h = (âᵀ S_h) / (aᵀ z_h + eps)
+// Start a sequence from S = b_KV, z = b_D (or zeros for a model without biases).
+template <typename real>
+void kernel_attention_step(real* out,         // (C)
+                           real* S,           // (NH,m,hs)  state, updated
+                           real* z,           // (NH,m)     state, updated
+                           const real* qkv,   // (3C)       this token's [q | k | v]
+                           int pos,           // this token's position
+                           int C, int NH, double eps) {
+    using kattn_detail::phi;
+    const int hs = C / NH, m = hs;
+    real tab[512], a[512], c[512], ah[512], ch[512];
+    ICL_ASSERT(m <= 512 && m % 2 == 0);
+    rope_table(tab, (double)pos, m);
+    for (int h = 0; h < NH; h++) {
+        const real* q = qkv + h * hs;
+        const real* k = q + C;
+        const real* v = q + 2 * C;
+        real* Sh = S + (size_t)h * m * hs;
+        real* zh = z + (size_t)h * m;
+        for (int i = 0; i < m; i++) { a[i] = phi(q[i]); c[i] = phi(k[i]); }
+        rope_apply(ah, a, tab, m);
+        rope_apply(ch, c, tab, m);
+        real d = 0;
+        for (int i = 0; i < m; i++) {
+            zh[i] += c[i];
+            d += a[i] * zh[i];
+            for (int j = 0; j < hs; j++) Sh[(size_t)i * hs + j] += ch[i] * v[j];
+        }
+        d += (real)eps;
+        real* o = out + h * hs;
+        for (int j = 0; j < hs; j++) o[j] = 0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < hs; j++) o[j] += ah[i] * Sh[(size_t)i * hs + j];
+        for (int j = 0; j < hs; j++) o[j] /= d;
+    }
+}
+
+}  // namespace icl

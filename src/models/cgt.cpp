@@ -1,0 +1,757 @@
+// cgt.cpp — the Contextually Guided Transformer: registry, forward/backward (main + aux pass), regularizers,
+// VAE, inference modes, folding. See cgt.h and spec/cgt.md.
+#include "models/cgt.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/common.h"
+#include "layers/dispatch.h"
+
+namespace icl {
+
+// ------------------------------------------------------------------------------------------------------
+// config
+
+GPTConfig CGTConfig::x_config() const {
+    GPTConfig g;
+    g.L = L; g.C = dx; g.NH = NHx; g.V = V; g.maxT = maxT; g.d_in = d_in; g.d_out = d_out;
+    return g;
+}
+
+nlohmann::json CGTConfig::to_json() const {
+    return {{"L", L}, {"ell", ell}, {"dx", dx}, {"dy", dy}, {"NHx", NHx}, {"NHy", NHy}, {"r", r}, {"M", M},
+            {"h", h == MixFn::tanh ? "tanh" : "softmax"}, {"V", V}, {"maxT", maxT}, {"d_in", d_in}, {"d_out", d_out}, {"vae", vae}};
+}
+
+CGTConfig CGTConfig::from_json(const nlohmann::json& j) {
+    CGTConfig c;
+    auto get = [&](const char* k, int& dst) {
+        if (!j.contains(k) || !j[k].is_number_integer()) fail(std::string("CGT config: missing or non-integer '") + k + "'");
+        dst = j[k].get<int>();
+    };
+    get("L", c.L); get("ell", c.ell); get("dx", c.dx); get("dy", c.dy); get("NHx", c.NHx); get("NHy", c.NHy);
+    get("r", c.r); get("M", c.M); get("V", c.V); get("maxT", c.maxT); get("d_in", c.d_in); get("d_out", c.d_out);
+    if (!j.contains("h") || !j["h"].is_string() || (j["h"] != "tanh" && j["h"] != "softmax")) fail("CGT config: 'h' must be tanh|softmax");
+    c.h = j["h"] == "tanh" ? MixFn::tanh : MixFn::softmax;
+    if (!j.contains("vae") || !j["vae"].is_boolean()) fail("CGT config: missing 'vae'");
+    c.vae = j["vae"].get<bool>();
+    c.validate();
+    return c;
+}
+
+void CGTConfig::validate() const {
+    x_config().validate();
+    if (ell < 0 || ell > L) fail_usage(strfmt("--ell: must be in [0, L=%d], got %d", L, ell));
+    if (dy < 0) fail_usage(strfmt("--dy: must be >= 0, got %d", dy));
+    if (has_y()) {
+        if (NHy < 1 || dy % NHy != 0) fail_usage(strfmt("--heads-y: must divide d_y=%d, got %d", dy, NHy));
+        if (r < 1) fail_usage(strfmt("--rank: must be >= 1, got %d", r));
+        if (M < 1) fail_usage(strfmt("--templates: must be >= 1, got %d", M));
+    }
+}
+
+int64_t CGTConfig::num_params() const { return cgt_parameters(*this).count(); }
+
+// The registry: the x-only GPT's tensors verbatim (names, shapes, init), then the y stream, generators, VAE head.
+TensorTable cgt_parameters(const CGTConfig& c) {
+    TensorTable t = gpt_parameters(c.x_config());
+    if (!c.has_y()) return t;
+    const float s = 0.02f, sres = 0.02f / std::sqrt(2.0f * c.L);
+    auto W = [&](std::string n, Shape sh, float std, std::string doc) { t.add({n, sh, Init::normal, std, doc, true}); };
+    auto Z = [&](std::string n, Shape sh, std::string doc) { t.add({n, sh, Init::zeros, 0, doc, false}); };
+    auto O = [&](std::string n, Shape sh, std::string doc) { t.add({n, sh, Init::ones, 0, doc, false}); };
+    const int64_t dx = c.dx, dy = c.dy, Mr = (int64_t)c.M * c.r;
+    if (c.d_in == 0) W("wte_y", {c.V, dy}, s, "token embedding, y slice (V,d_y)");
+    t.add({"wpe_y", {c.maxT, dy}, Init::normal, 0.01f, "position embedding, y slice (maxT,d_y)", false});
+    for (int b = 0; b < c.ell; b++) {
+        std::string h = "h." + std::to_string(b) + ".y.";
+        O(h + "ln1.w", {dy}, "y attention layer-norm gain");
+        Z(h + "ln1.b", {dy}, "y attention layer-norm bias");
+        W(h + "attn.qkv.w", {3 * dy, dx + dy}, s, "y query/key/value projection of [x,y] (3d_y,d_x+d_y)");
+        Z(h + "attn.qkv.b", {3 * dy}, "y qkv bias");
+        W(h + "attn.proj.w", {dy, dy}, sres, "y attention output projection (d_y,d_y)");
+        Z(h + "attn.proj.b", {dy}, "y attention output bias");
+        O(h + "ln2.w", {dy}, "y MLP layer-norm gain");
+        Z(h + "ln2.b", {dy}, "y MLP layer-norm bias");
+        W(h + "mlp.fc.w", {4 * dy, dx + dy}, s, "y MLP up projection of [x,y] (4d_y,d_x+d_y)");
+        Z(h + "mlp.fc.b", {4 * dy}, "y MLP up bias");
+        W(h + "mlp.proj.w", {dy, 4 * dy}, sres, "y MLP down projection (d_y,4d_y)");
+        Z(h + "mlp.proj.b", {dy}, "y MLP down bias");
+    }
+    for (int b = c.ell; b < c.L; b++)
+        for (const char* k : {"att", "mlp"}) {
+            std::string h = "h." + std::to_string(b) + ".gen." + k + ".";
+            W(h + "S", {c.M, dy + 1}, s, "generator mixing S^κ (M, d_y+1): σ = h(S[y;1])");
+            Z(h + "L", {dx, Mr}, "generator left templates [L^1|…|L^M] (d_x, M·r); 0 at init: T = identity");
+            W(h + "R", {dx + 1, Mr}, s, "generator right templates [R^1|…|R^M] (d_x+1, M·r); last row = bias");
+        }
+    if (c.vae) {
+        W("vae.logv.w", {dy, dy}, s, "VAE log-variance head (d_y,d_y)");
+        Z("vae.logv.b", {dy}, "VAE log-variance bias");
+    }
+    return t;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// model
+
+template <typename real>
+CGT<real>::CGT(const CGTConfig& c, Device dev, uint64_t seed) : cfg(c), rng_(Rng(seed).split(77)) {
+    cfg.validate();
+    s.dev = dev;
+    s.kind = "cgt";
+    s.config = cfg.to_json();
+    s.ptable = cgt_parameters(cfg);
+    s.alloc_params();
+    s.init_params(seed);
+}
+
+template <typename real>
+void CGT<real>::layout(int B_, int T_, int Ta_) {
+    if (B_ == B && T_ == T && Ta_ == Ta && s.atable.size() > 0) return;
+    B = B_; T = T_; Ta = Ta_;
+    const int64_t dx = cfg.dx, dy = cfg.dy, Mr = (int64_t)cfg.M * cfg.r, Bl = B;
+    TensorTable a, g;
+    auto act = [&](const std::string& n, Shape sh, const char* doc, bool grad) {
+        a.add({n, sh, Init::none, 0, doc, false});
+        if (grad) g.add({n, sh, Init::none, 0, doc, false});
+    };
+    auto pass = [&](const std::string& pre, int64_t Tl, bool ystream) {
+        act(pre + "encoded", {Bl, Tl, dx}, "x⁰: token + position embedding, x slice", true);
+        if (ystream) act(pre + "encoded_y", {Bl, Tl, dy}, "y⁰: token + position embedding, y slice", true);
+        for (int b = 0; b < cfg.L; b++) {
+            std::string h = pre + "h." + std::to_string(b) + ".";
+            act(h + "ln1", {Bl, Tl, dx}, "LN1(x)", true);
+            act(h + "ln1.mean", {Bl, Tl}, "LN1 mean", false);
+            act(h + "ln1.rstd", {Bl, Tl}, "LN1 1/std", false);
+            for (const char* k : {"att", "mlp"}) {
+                if (!cfg.modulated(b)) break;
+                std::string gn = h + "gen." + k + ".";
+                act(gn + "out", {Bl, Tl, dx}, "T^κ(u; y): generator output fed to the projection", true);
+                act(gn + "c", {Bl, Tl, cfg.M}, "generator mixing coefficients σ^κ = h(S[y;1])", false);
+                act(gn + "P", {Bl, Tl, Mr}, "[u;1]ᵀR_all", false);
+                act(gn + "z", {Bl, Tl, cfg.r}, "R(y)ᵀ[u;1]", false);
+                act(gn + "G", {Bl, Tl, Mr}, "c_m z_k", false);
+            }
+            act(h + "qkv", {Bl, Tl, 3 * dx}, "[q|k|v]", true);
+            act(h + "att", {Bl, cfg.NHx, Tl, Tl}, "attention probabilities", false);
+            act(h + "atty", {Bl, Tl, dx}, "attention output", true);
+            act(h + "attproj", {Bl, Tl, dx}, "attention output projection", true);
+            act(h + "res2", {Bl, Tl, dx}, "residual after attention", true);
+            act(h + "ln2", {Bl, Tl, dx}, "LN2(x)", true);
+            act(h + "ln2.mean", {Bl, Tl}, "LN2 mean", false);
+            act(h + "ln2.rstd", {Bl, Tl}, "LN2 1/std", false);
+            act(h + "fch", {Bl, Tl, 4 * dx}, "MLP pre-activation", true);
+            act(h + "fch_gelu", {Bl, Tl, 4 * dx}, "GELU", true);
+            act(h + "fcproj", {Bl, Tl, dx}, "MLP output", true);
+            act(h + "res3", {Bl, Tl, dx}, "block output (x)", true);
+            if (ystream && b < cfg.ell) {
+                std::string y = h + "y.";
+                act(y + "ln1", {Bl, Tl, dy}, "LN1y(y)", true);
+                act(y + "ln1.mean", {Bl, Tl}, "LN1y mean", false);
+                act(y + "ln1.rstd", {Bl, Tl}, "LN1y 1/std", false);
+                act(y + "cat1", {Bl, Tl, dx + dy}, "[LN1x(x), LN1y(y)]", true);
+                act(y + "qkv", {Bl, Tl, 3 * dy}, "y [q|k|v]", true);
+                act(y + "att", {Bl, cfg.NHy, Tl, Tl}, "y attention probabilities", false);
+                act(y + "atty", {Bl, Tl, dy}, "y attention output", true);
+                act(y + "attproj", {Bl, Tl, dy}, "y attention projection", true);
+                act(y + "res2", {Bl, Tl, dy}, "y residual after attention", true);
+                act(y + "ln2", {Bl, Tl, dy}, "LN2y(y)", true);
+                act(y + "ln2.mean", {Bl, Tl}, "LN2y mean", false);
+                act(y + "ln2.rstd", {Bl, Tl}, "LN2y 1/std", false);
+                act(y + "cat2", {Bl, Tl, dx + dy}, "[LN2x(x), LN2y(y)]", true);
+                act(y + "fch", {Bl, Tl, 4 * dy}, "y MLP pre-activation", true);
+                act(y + "fch_gelu", {Bl, Tl, 4 * dy}, "y GELU", true);
+                act(y + "fcproj", {Bl, Tl, dy}, "y MLP output", true);
+                act(y + "res3", {Bl, Tl, dy}, "block output (y)", true);
+            }
+            if (ystream && b == cfg.ell - 1) {
+                act(pre + "yl", {Bl, Tl, dy}, "y^ℓ: the context summary (y after block ℓ; VAE: μ)", true);
+                if (cfg.vae) {
+                    act(pre + "vae.logv", {Bl, Tl, dy}, "VAE log-variance of y^ℓ", true);
+                    act(pre + "vae.eps", {Bl, Tl, dy}, "VAE noise ε (0 in eval)", false);
+                    act(pre + "y_used", {Bl, Tl, dy}, "VAE sample μ + e^{½logv}ε that the generators read", true);
+                }
+            }
+        }
+        if (!ystream && cfg.has_y() && cfg.L > cfg.ell)
+            act(pre + "ytilde", {Bl, Tl, dy}, "frozen y each position's generators read (aux: ỹ_b = y^ℓ[b, s_b−1])", true);
+        act(pre + "lnf", {Bl, Tl, dx}, "final LN", true);
+        act(pre + "lnf.mean", {Bl, Tl}, "final LN mean", false);
+        act(pre + "lnf.rstd", {Bl, Tl}, "final LN 1/std", false);
+        if (cfg.d_out > 0) {
+            act(pre + "pred", {Bl, Tl, cfg.d_out}, "vector predictions", true);
+        } else {
+            act(pre + "logits", {Bl, Tl, cfg.V}, "logits", true);
+            act(pre + "probs", {Bl, Tl, cfg.V}, "softmax(logits)", false);
+        }
+        act(pre + "losses", {Bl, Tl}, "per-position loss", false);
+    };
+    if (T > 0) pass("", T, cfg.has_y());
+    if (Ta > 0) pass("aux.", Ta, false);
+    s.atable = std::move(a);
+    s.gtable = std::move(g);
+    s.alloc_acts();
+    const int nt = omp_get_max_threads();
+    size_t sc = 0;
+    for (int Tl : {T, Ta})
+        if (Tl > 0) sc = std::max({sc, attention_scratch_size(B, Tl, cfg.dx, cfg.NHx, nt), attention_scratch_size(B, Tl, std::max(cfg.dy, 1), std::max(cfg.NHy, 1), nt)});
+    if (scratch_.n < sc) scratch_ = Buffer<real>(s.dev, sc);
+    size_t gs = generator_scratch_size(B * std::max(T, Ta), cfg.M, cfg.r);
+    if (gscratch_.n < gs) gscratch_ = Buffer<real>(s.dev, gs);
+}
+
+template <typename real>
+void CGT<real>::upload_inputs(const Batch& bt, Buffer<int>& tok, Buffer<real>& vec, Buffer<int>& pos, Buffer<int>& tgt, Buffer<real>& tvec) {
+    const Device dev = s.dev;
+    const size_t nBT = (size_t)bt.B * bt.T;
+    if (!bt.pos.empty()) {
+        for (int p : bt.pos) if (p < 0 || p >= cfg.maxT) fail(strfmt("position %d outside [0, %d)", p, cfg.maxT));
+        if (pos.n < nBT) pos = Buffer<int>(dev, nBT);
+        device_copy(dev, pos.ptr, bt.pos.data(), nBT * sizeof(int), Copy::host_to_device);
+    }
+    if (cfg.d_in > 0) {
+        std::vector<real> v(bt.vectors.begin(), bt.vectors.end());
+        if (vec.n < v.size()) vec = Buffer<real>(dev, v.size());
+        s.upload(vec, 0, v.data(), v.size());
+        if (!bt.target_vecs.empty()) {
+            std::vector<real> tv(bt.target_vecs.begin(), bt.target_vecs.end());
+            if (tvec.n < tv.size()) tvec = Buffer<real>(dev, tv.size());
+            s.upload(tvec, 0, tv.data(), tv.size());
+        }
+    } else {
+        for (int t : bt.tokens) if (t < 0 || t >= cfg.V) fail(strfmt("token id %d outside the vocabulary [0, %d)", t, cfg.V));
+        if (tok.n < nBT) tok = Buffer<int>(dev, nBT);
+        device_copy(dev, tok.ptr, bt.tokens.data(), nBT * sizeof(int), Copy::host_to_device);
+    }
+    if (cfg.d_out > 0) {
+        if (!bt.target_vecs.empty() && cfg.d_in == 0) {
+            std::vector<real> tv(bt.target_vecs.begin(), bt.target_vecs.end());
+            if (tvec.n < tv.size()) tvec = Buffer<real>(dev, tv.size());
+            s.upload(tvec, 0, tv.data(), tv.size());
+        }
+    } else if (!bt.targets.empty()) {
+        for (int t : bt.targets) if (t >= cfg.V) fail(strfmt("target id %d outside the vocabulary [0, %d)", t, cfg.V));
+        if (tgt.n < nBT) tgt = Buffer<int>(dev, nBT);
+        device_copy(dev, tgt.ptr, bt.targets.data(), nBT * sizeof(int), Copy::host_to_device);
+    }
+}
+
+// One pass of the model over (Bp,Tp) rows with activation prefix `pre`. with_y_stream: the dual blocks also run
+// the y stream and the generators read its y_used; otherwise the generators read `ygen` (B,Tp,d_y).
+template <typename real>
+real* CGT<real>::x_pass_forward(const std::string& pre, int Bp, int Tp, const int* tokens, const real* vectors, const int* pos,
+                                const real* ygen, bool with_y_stream) {
+    const Device dev = s.dev;
+    const int N = Bp * Tp, dx = cfg.dx, dy = cfg.dy, NH = cfg.NHx;
+    real* x = s.act(pre + "encoded");
+    if (cfg.d_in > 0) op::vector_embed_forward(dev, x, vectors, pos, s.param("wpe"), Bp, Tp, dx, cfg.d_in, cfg.maxT);
+    else op::encoder_forward(dev, x, tokens, pos, s.param("wte"), s.param("wpe"), Bp, Tp, dx, cfg.V, cfg.maxT);
+    real* y = nullptr;
+    if (with_y_stream) {
+        y = s.act(pre + "encoded_y");
+        if (cfg.d_in > 0) op::vector_embed_forward(dev, y, vectors, pos, s.param("wpe_y"), Bp, Tp, dy, 0, cfg.maxT);
+        else op::encoder_forward(dev, y, tokens, pos, s.param("wte_y"), s.param("wpe_y"), Bp, Tp, dy, cfg.V, cfg.maxT);
+    }
+    for (int b = 0; b < cfg.L; b++) {
+        const std::string h = pre + "h." + std::to_string(b) + ".", ph = "h." + std::to_string(b) + ".";
+        auto A = [&](const std::string& n) { return s.act(h + n); };
+        auto P = [&](const std::string& n) { return s.param(ph + n); };
+        const bool mod = cfg.modulated(b);
+        // x = x + Attn(T^att(LN1(x); y))
+        op::layernorm_forward(dev, A("ln1"), A("ln1.mean"), A("ln1.rstd"), x, P("ln1.w"), P("ln1.b"), N, dx);
+        real* u = A("ln1");
+        if (mod) {
+            op::generator_forward(dev, A("gen.att.out"), A("gen.att.c"), A("gen.att.P"), A("gen.att.z"), A("gen.att.G"), A("ln1"), ygen,
+                                  P("gen.att.S"), P("gen.att.L"), P("gen.att.R"), N, dx, dy, cfg.M, cfg.r, cfg.h);
+            u = A("gen.att.out");
+        }
+        op::matmul_forward(dev, A("qkv"), u, P("attn.qkv.w"), P("attn.qkv.b"), N, dx, 3 * dx);
+        op::attention_forward(dev, A("atty"), A("att"), scratch_.ptr, A("qkv"), Bp, Tp, dx, NH);
+        op::matmul_forward(dev, A("attproj"), A("atty"), P("attn.proj.w"), P("attn.proj.b"), N, dx, dx);
+        op::residual_forward(dev, A("res2"), x, A("attproj"), (int64_t)N * dx);
+        // x = x + MLP(T^mlp(LN2(x); y))
+        op::layernorm_forward(dev, A("ln2"), A("ln2.mean"), A("ln2.rstd"), A("res2"), P("ln2.w"), P("ln2.b"), N, dx);
+        u = A("ln2");
+        if (mod) {
+            op::generator_forward(dev, A("gen.mlp.out"), A("gen.mlp.c"), A("gen.mlp.P"), A("gen.mlp.z"), A("gen.mlp.G"), A("ln2"), ygen,
+                                  P("gen.mlp.S"), P("gen.mlp.L"), P("gen.mlp.R"), N, dx, dy, cfg.M, cfg.r, cfg.h);
+            u = A("gen.mlp.out");
+        }
+        op::matmul_forward(dev, A("fch"), u, P("mlp.fc.w"), P("mlp.fc.b"), N, dx, 4 * dx);
+        op::gelu_forward(dev, A("fch_gelu"), A("fch"), (int64_t)N * 4 * dx);
+        op::matmul_forward(dev, A("fcproj"), A("fch_gelu"), P("mlp.proj.w"), P("mlp.proj.b"), N, 4 * dx, dx);
+        op::residual_forward(dev, A("res3"), A("res2"), A("fcproj"), (int64_t)N * dx);
+        x = A("res3");
+        if (with_y_stream && b < cfg.ell) {
+            // the y stream reads [LN1x(x), LN1y(y)] and [LN2x(x), LN2y(y)]; x never reads y
+            op::layernorm_forward(dev, A("y.ln1"), A("y.ln1.mean"), A("y.ln1.rstd"), y, P("y.ln1.w"), P("y.ln1.b"), N, dy);
+            op::concat_forward(dev, A("y.cat1"), A("ln1"), A("y.ln1"), N, dx, dy);
+            op::matmul_forward(dev, A("y.qkv"), A("y.cat1"), P("y.attn.qkv.w"), P("y.attn.qkv.b"), N, dx + dy, 3 * dy);
+            op::attention_forward(dev, A("y.atty"), A("y.att"), scratch_.ptr, A("y.qkv"), Bp, Tp, dy, cfg.NHy);
+            op::matmul_forward(dev, A("y.attproj"), A("y.atty"), P("y.attn.proj.w"), P("y.attn.proj.b"), N, dy, dy);
+            op::residual_forward(dev, A("y.res2"), y, A("y.attproj"), (int64_t)N * dy);
+            op::layernorm_forward(dev, A("y.ln2"), A("y.ln2.mean"), A("y.ln2.rstd"), A("y.res2"), P("y.ln2.w"), P("y.ln2.b"), N, dy);
+            op::concat_forward(dev, A("y.cat2"), A("ln2"), A("y.ln2"), N, dx, dy);
+            op::matmul_forward(dev, A("y.fch"), A("y.cat2"), P("y.mlp.fc.w"), P("y.mlp.fc.b"), N, dx + dy, 4 * dy);
+            op::gelu_forward(dev, A("y.fch_gelu"), A("y.fch"), (int64_t)N * 4 * dy);
+            op::matmul_forward(dev, A("y.fcproj"), A("y.fch_gelu"), P("y.mlp.proj.w"), P("y.mlp.proj.b"), N, 4 * dy, dy);
+            op::residual_forward(dev, A("y.res3"), A("y.res2"), A("y.fcproj"), (int64_t)N * dy);
+            y = A("y.res3");
+            if (b == cfg.ell - 1) {
+                // y^ℓ = y (copy, so it has its own name in dumps);  VAE: y_used = μ + e^{½ logv} ε
+                real* yl = s.act(pre + "yl");
+                device_copy(dev, yl, y, (size_t)N * dy * sizeof(real), Copy::device_to_device);
+                ygen = yl;
+                if (cfg.vae) {
+                    op::matmul_forward(dev, s.act(pre + "vae.logv"), yl, s.param("vae.logv.w"), s.param("vae.logv.b"), N, dy, dy);
+                    if (!train_mode) {
+                        eps_host_.assign((size_t)N * dy, real(0));  // eval: y_used = μ
+                    } else if (!hold_random || eps_host_.size() != (size_t)N * dy) {
+                        eps_host_.assign((size_t)N * dy, real(0));
+                        fill_normal(eps_host_.data(), eps_host_.size(), rng_);
+                    }
+                    s.upload(s.acts, s.atable.offset(pre + "vae.eps"), eps_host_.data(), eps_host_.size());
+                    op::reparam_forward(dev, s.act(pre + "y_used"), yl, s.act(pre + "vae.logv"), s.act(pre + "vae.eps"), (int64_t)N * dy);
+                    ygen = s.act(pre + "y_used");
+                }
+            }
+        }
+    }
+    op::layernorm_forward(dev, s.act(pre + "lnf"), s.act(pre + "lnf.mean"), s.act(pre + "lnf.rstd"), x, s.param("lnf.w"), s.param("lnf.b"), N, dx);
+    return s.act(pre + "lnf");
+}
+
+template <typename real>
+void CGT<real>::head_forward(const std::string& pre, int N, real* xf) {
+    if (cfg.d_out > 0) op::matmul_forward(s.dev, s.act(pre + "pred"), xf, s.param("head.w"), s.param("head.b"), N, cfg.dx, cfg.d_out);
+    else op::matmul_forward(s.dev, s.act(pre + "logits"), xf, s.param("wte"), (const real*)nullptr, N, cfg.dx, cfg.V);
+}
+
+// Per-row losses, their masked mean, and dloss_host = weight·mask/Σmask (Σmask = 0: loss 0, no gradient).
+template <typename real>
+double CGT<real>::head_loss(const std::string& pre, int N, const int* targets, const real* target_vecs, const std::vector<float>& mask,
+                            std::vector<real>& dloss_host, double weight) {
+    if (cfg.d_out > 0) op::mse_forward(s.dev, s.act(pre + "losses"), s.act(pre + "pred"), target_vecs, N, cfg.d_out);
+    else op::crossentropy_forward(s.dev, s.act(pre + "losses"), s.act(pre + "probs"), s.act(pre + "logits"), targets, N, cfg.V);
+    std::vector<real> losses = s.fetch_act(pre + "losses");
+    double wsum = 0, lsum = 0;
+    for (int i = 0; i < N; i++) { wsum += mask[i]; lsum += (double)mask[i] * (double)losses[i]; }
+    dloss_host.assign(N, real(0));
+    if (wsum <= 0) return 0.0;
+    for (int i = 0; i < N; i++) dloss_host[i] = (real)(weight * mask[i] / wsum);
+    return lsum / wsum;
+}
+
+template <typename real>
+void CGT<real>::head_backward(const std::string& pre, int N, const real* dloss, const real* target_vecs, const int* targets) {
+    const Device dev = s.dev;
+    if (cfg.d_out > 0) {
+        op::mse_backward(dev, s.dact(pre + "pred"), dloss, s.act(pre + "pred"), target_vecs, N, cfg.d_out);
+        op::matmul_backward(dev, s.dact(pre + "lnf"), s.grad("head.w"), s.grad("head.b"), s.dact(pre + "pred"), s.act(pre + "lnf"),
+                            s.param("head.w"), N, cfg.dx, cfg.d_out);
+    } else {
+        op::crossentropy_backward(dev, s.dact(pre + "logits"), dloss, s.act(pre + "probs"), targets, N, cfg.V);
+        op::matmul_backward(dev, s.dact(pre + "lnf"), s.grad("wte"), (real*)nullptr, s.dact(pre + "logits"), s.act(pre + "lnf"),
+                            s.param("wte"), N, cfg.dx, cfg.V);
+    }
+}
+
+// Backward of x_pass_forward from d(pre+"lnf"). dygen (B,Tp,d_y) receives the generators' dy (x-only passes);
+// with the y stream, the generators' dy goes into d(y_used) and on through the VAE/regularizers and the y stream.
+template <typename real>
+void CGT<real>::x_pass_backward(const std::string& pre, int Bp, int Tp, const int* tokens, const int* pos, const real* ygen, real* dygen,
+                                bool with_y_stream) {
+    const Device dev = s.dev;
+    const int N = Bp * Tp, dx = cfg.dx, dy = cfg.dy, NH = cfg.NHx;
+    const std::string last = pre + "h." + std::to_string(cfg.L - 1) + ".res3";
+    // lnf = LN_f(x_L)
+    op::layernorm_backward(dev, s.dact(last), s.grad("lnf.w"), s.grad("lnf.b"), s.dact(pre + "lnf"), s.act(last), s.param("lnf.w"),
+                           s.act(pre + "lnf.mean"), s.act(pre + "lnf.rstd"), N, dx);
+    if (with_y_stream) {
+        ygen = s.act(pre + (cfg.vae ? "y_used" : "yl"));
+        dygen = s.dact(pre + (cfg.vae ? "y_used" : "yl"));
+    }
+    for (int b = cfg.L - 1; b >= 0; b--) {
+        const std::string h = pre + "h." + std::to_string(b) + ".", ph = "h." + std::to_string(b) + ".";
+        const std::string in = b == 0 ? pre + "encoded" : pre + "h." + std::to_string(b - 1) + ".res3";
+        auto A = [&](const std::string& n) { return s.act(h + n); };
+        auto D = [&](const std::string& n) { return s.dact(h + n); };
+        auto P = [&](const std::string& n) { return s.param(ph + n); };
+        auto G = [&](const std::string& n) { return s.grad(ph + n); };
+        const bool mod = cfg.modulated(b);
+        if (with_y_stream && b < cfg.ell) {
+            const std::string yin = b == 0 ? pre + "encoded_y" : pre + "h." + std::to_string(b - 1) + ".y.res3";
+            if (b == cfg.ell - 1) {
+                real* yl = s.act(pre + "yl");
+                real* dyl = s.dact(pre + "yl");
+                if (cfg.vae) {
+                    // y_used = μ + e^{½ logv} ε ;  logv = yl·Wvᵀ + bv ;  KL(μ = yl, logv)
+                    real* lv = s.act(pre + "vae.logv");
+                    real* dlv = s.dact(pre + "vae.logv");
+                    op::reparam_backward(dev, dyl, dlv, s.dact(pre + "y_used"), lv, s.act(pre + "vae.eps"), (int64_t)N * dy);
+                    if (loss.beta > 0) op::gp_kl_backward(dev, dyl, dlv, yl, lv, d_kinv_.ptr, loss.beta, Bp, Tp, dy);
+                    op::matmul_backward(dev, dyl, s.grad("vae.logv.w"), s.grad("vae.logv.b"), dlv, yl, s.param("vae.logv.w"), N, dy, dy);
+                }
+                if (loss.wC > 0) op::continuity_reg_backward(dev, dyl, yl, loss.wC, Bp, Tp, dy);
+                if (loss.wD > 0) op::decorrelation_reg_backward(dev, dyl, yl, loss.wD, Bp, Tp, dy);
+                // yl = y.res3 (copy)
+                op::residual_backward(dev, D("y.res3"), (real*)nullptr, dyl, (int64_t)N * dy);
+            }
+            // y_out = y_mid + W2y·GELU(W1y·[mx, my] + b1y) + b2y
+            op::residual_backward(dev, D("y.res2"), D("y.fcproj"), D("y.res3"), (int64_t)N * dy);
+            op::matmul_backward(dev, D("y.fch_gelu"), G("y.mlp.proj.w"), G("y.mlp.proj.b"), D("y.fcproj"), A("y.fch_gelu"), P("y.mlp.proj.w"), N, 4 * dy, dy);
+            op::gelu_backward(dev, D("y.fch"), A("y.fch"), D("y.fch_gelu"), (int64_t)N * 4 * dy);
+            op::matmul_backward(dev, D("y.cat2"), G("y.mlp.fc.w"), G("y.mlp.fc.b"), D("y.fch"), A("y.cat2"), P("y.mlp.fc.w"), N, dx + dy, 4 * dy);
+            // cat2 = [LN2x(x_mid), LN2y(y_mid)]: the x part goes into the x stream's LN2 output gradient
+            op::concat_backward(dev, D("ln2"), D("y.ln2"), D("y.cat2"), N, dx, dy);
+            op::layernorm_backward(dev, D("y.res2"), G("y.ln2.w"), G("y.ln2.b"), D("y.ln2"), A("y.res2"), P("y.ln2.w"), A("y.ln2.mean"), A("y.ln2.rstd"), N, dy);
+            // y_mid = y + MHA_y([ax, ay])·Wo_yᵀ + bo_y
+            op::residual_backward(dev, s.dact(yin), D("y.attproj"), D("y.res2"), (int64_t)N * dy);
+            op::matmul_backward(dev, D("y.atty"), G("y.attn.proj.w"), G("y.attn.proj.b"), D("y.attproj"), A("y.atty"), P("y.attn.proj.w"), N, dy, dy);
+            op::attention_backward(dev, D("y.qkv"), scratch_.ptr, D("y.atty"), A("y.qkv"), A("y.att"), Bp, Tp, dy, cfg.NHy);
+            op::matmul_backward(dev, D("y.cat1"), G("y.attn.qkv.w"), G("y.attn.qkv.b"), D("y.qkv"), A("y.cat1"), P("y.attn.qkv.w"), N, dx + dy, 3 * dy);
+            op::concat_backward(dev, D("ln1"), D("y.ln1"), D("y.cat1"), N, dx, dy);
+            op::layernorm_backward(dev, s.dact(yin), G("y.ln1.w"), G("y.ln1.b"), D("y.ln1"), s.act(yin), P("y.ln1.w"), A("y.ln1.mean"), A("y.ln1.rstd"), N, dy);
+        }
+        // res3 = res2 + fcproj
+        op::residual_backward(dev, D("res2"), D("fcproj"), D("res3"), (int64_t)N * dx);
+        op::matmul_backward(dev, D("fch_gelu"), G("mlp.proj.w"), G("mlp.proj.b"), D("fcproj"), A("fch_gelu"), P("mlp.proj.w"), N, 4 * dx, dx);
+        op::gelu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * dx);
+        const std::string um = mod ? "gen.mlp.out" : "ln2";
+        op::matmul_backward(dev, D(um), G("mlp.fc.w"), G("mlp.fc.b"), D("fch"), A(um), P("mlp.fc.w"), N, dx, 4 * dx);
+        if (mod)  // gen.mlp.out = T^mlp(ln2; y)
+            op::generator_backward(dev, D("ln2"), dygen, G("gen.mlp.S"), G("gen.mlp.L"), G("gen.mlp.R"), gscratch_.ptr, D("gen.mlp.out"), A("ln2"), ygen,
+                                   A("gen.mlp.c"), A("gen.mlp.P"), A("gen.mlp.z"), A("gen.mlp.G"), P("gen.mlp.S"), P("gen.mlp.L"), P("gen.mlp.R"),
+                                   N, dx, dy, cfg.M, cfg.r, cfg.h);
+        op::layernorm_backward(dev, D("res2"), G("ln2.w"), G("ln2.b"), D("ln2"), A("res2"), P("ln2.w"), A("ln2.mean"), A("ln2.rstd"), N, dx);
+        // res2 = x + attproj
+        op::residual_backward(dev, s.dact(in), D("attproj"), D("res2"), (int64_t)N * dx);
+        op::matmul_backward(dev, D("atty"), G("attn.proj.w"), G("attn.proj.b"), D("attproj"), A("atty"), P("attn.proj.w"), N, dx, dx);
+        op::attention_backward(dev, D("qkv"), scratch_.ptr, D("atty"), A("qkv"), A("att"), Bp, Tp, dx, NH);
+        const std::string ua = mod ? "gen.att.out" : "ln1";
+        op::matmul_backward(dev, D(ua), G("attn.qkv.w"), G("attn.qkv.b"), D("qkv"), A(ua), P("attn.qkv.w"), N, dx, 3 * dx);
+        if (mod)  // gen.att.out = T^att(ln1; y)
+            op::generator_backward(dev, D("ln1"), dygen, G("gen.att.S"), G("gen.att.L"), G("gen.att.R"), gscratch_.ptr, D("gen.att.out"), A("ln1"), ygen,
+                                   A("gen.att.c"), A("gen.att.P"), A("gen.att.z"), A("gen.att.G"), P("gen.att.S"), P("gen.att.L"), P("gen.att.R"),
+                                   N, dx, dy, cfg.M, cfg.r, cfg.h);
+        op::layernorm_backward(dev, s.dact(in), G("ln1.w"), G("ln1.b"), D("ln1"), s.act(in), P("ln1.w"), A("ln1.mean"), A("ln1.rstd"), N, dx);
+    }
+    // encoded = wte[tokens] + wpe[pos]  (x and y slices)
+    if (cfg.d_in > 0) {
+        op::vector_embed_backward(dev, s.grad("wpe"), s.dact(pre + "encoded"), pos, Bp, Tp, dx, cfg.maxT);
+        if (with_y_stream) op::vector_embed_backward(dev, s.grad("wpe_y"), s.dact(pre + "encoded_y"), pos, Bp, Tp, dy, cfg.maxT);
+    } else {
+        op::encoder_backward(dev, s.grad("wte"), s.grad("wpe"), s.dact(pre + "encoded"), tokens, pos, Bp, Tp, dx, cfg.V, cfg.maxT);
+        if (with_y_stream)
+            op::encoder_backward(dev, s.grad("wte_y"), s.grad("wpe_y"), s.dact(pre + "encoded_y"), tokens, pos, Bp, Tp, dy, cfg.V, cfg.maxT);
+    }
+}
+
+// The remainder rows p_b..p_b+Ta−1 of every sample as their own (B,Ta) batch (absolute positions; rows past
+// the end are padding: mask 0, target −1, last valid position).
+static Batch slice_batch(const Batch& bt, const std::vector<int>& p, int Ta) {
+    Batch a;
+    a.B = bt.B; a.T = Ta; a.D = bt.D; a.Dout = bt.Dout;
+    for (int b = 0; b < bt.B; b++)
+        for (int t = 0; t < Ta; t++) {
+            const int src = std::min(p[b] + t, bt.T - 1);
+            const bool valid = p[b] + t < bt.T;
+            const size_t i = (size_t)b * bt.T + src;
+            if (!bt.tokens.empty()) a.tokens.push_back(bt.tokens[i]);
+            for (int d = 0; d < bt.D; d++) a.vectors.push_back(bt.vectors[i * bt.D + d]);
+            if (!bt.targets.empty()) a.targets.push_back(valid ? bt.targets[i] : -1);
+            for (int d = 0; d < bt.Dout; d++) a.target_vecs.push_back(bt.target_vecs.empty() ? 0.f : bt.target_vecs[i * bt.Dout + d]);
+            if (!bt.mask.empty()) a.mask.push_back(valid ? bt.mask[i] : 0.f);
+            a.pos.push_back(bt.pos.empty() ? src : bt.pos[i]);
+        }
+    if (bt.target_vecs.empty()) a.target_vecs.clear();
+    return a;
+}
+
+template <typename real>
+double CGT<real>::forward(const Batch& bt) {
+    if (bt.T > cfg.maxT) fail(strfmt("sequence length %d exceeds the model's max-T %d", bt.T, cfg.maxT));
+    if (bt.vector_input() != (cfg.d_in > 0)) fail(cfg.d_in > 0 ? "this CGT takes vector inputs" : "this CGT takes tokens");
+    if (bt.vector_input() && bt.D != cfg.d_in) fail(strfmt("batch vectors have width %d, the model expects %d", bt.D, cfg.d_in));
+    const Device dev = s.dev;
+    has_targets_ = cfg.d_out > 0 ? !bt.target_vecs.empty() : !bt.targets.empty();
+    if (has_targets_ && bt.mask.size() != (size_t)bt.B * bt.T) fail("batch mask has the wrong size");
+    // aux positions p_b (0-indexed first remainder input; spec's s = p_b + 1)
+    has_aux_ = has_targets_ && cfg.has_y() && loss.eta < 1.0;
+    int Ta_new = 0;
+    if (has_aux_) {
+        const int hi = loss.horizon > 0 ? bt.T - loss.horizon : bt.T - 1;
+        if (hi < 2) fail(strfmt("aux loss: sequence length %d too short for horizon %d (need p in [2, T-Δ])", bt.T, loss.horizon));
+        if (!hold_random || aux_p.size() != (size_t)bt.B) {
+            aux_p.assign(bt.B, 0);
+            for (auto& p : aux_p) p = 2 + (int)rng_.below((uint64_t)(hi - 1));
+        }
+        int pmin = bt.T;
+        for (int p : aux_p) {
+            if (p < 2 || p > hi) fail(strfmt("aux position %d outside [2, %d]", p, hi));
+            pmin = std::min(pmin, p);
+        }
+        Ta_new = loss.horizon > 0 ? loss.horizon : bt.T - pmin;
+    }
+    layout(bt.B, bt.T, Ta_new);
+    const int N = B * T;
+    upload_inputs(bt, d_tokens_, d_vectors_, d_pos_, d_targets_, d_tvecs_);
+    has_pos_ = !bt.pos.empty();
+    const int* pos = has_pos_ ? d_pos_.ptr : nullptr;
+    if (cfg.vae && loss.beta > 0 && kinv_T_ != T) {
+        std::vector<double> Kinv;
+        logdetK_ = gp_kernel_inverse(T, loss.nu_K, loss.lambda * T, Kinv);
+        std::vector<real> k(Kinv.begin(), Kinv.end());
+        d_kinv_ = Buffer<real>(dev, k.size());
+        s.upload(d_kinv_, 0, k.data(), k.size());
+        kinv_T_ = T;
+    }
+    real* xf = x_pass_forward("", B, T, d_tokens_.ptr, d_vectors_.ptr, pos, nullptr, cfg.has_y());
+    head_forward("", N, xf);
+    last_ce = last_aux = last_rc = last_rd = last_kl = 0;
+    last_aux_targets = 0;
+    if (!has_targets_) { dloss_host_.clear(); return NAN; }
+    double wsum = 0;
+    for (float m : bt.mask) wsum += m;
+    if (wsum <= 0) fail("batch mask is all zero: no position is scored");
+    const double eta = cfg.has_y() ? loss.eta : 1.0;
+    last_ce = head_loss("", N, d_targets_.ptr, d_tvecs_.ptr, bt.mask, dloss_host_, eta);
+    double total = eta * last_ce;
+    if (has_aux_) {
+        aux_batch_ = slice_batch(bt, aux_p, Ta);
+        upload_inputs(aux_batch_, a_tokens_, a_vectors_, a_pos_, a_targets_, a_tvecs_);
+        // ỹ_b = y_used[b, p_b − 1], broadcast over the remainder rows (gather; backward = scatter-add)
+        std::vector<int> idx((size_t)B * Ta);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Ta; t++) idx[(size_t)b * Ta + t] = b * T + aux_p[b] - 1;
+        if (a_idx_.n < idx.size()) a_idx_ = Buffer<int>(dev, idx.size());
+        device_copy(dev, a_idx_.ptr, idx.data(), idx.size() * sizeof(int), Copy::host_to_device);
+        const real* yu = s.act(cfg.vae ? "y_used" : "yl");
+        if (cfg.L > cfg.ell) op::gather_rows_forward(dev, s.act("aux.ytilde"), yu, a_idx_.ptr, B * Ta, cfg.dy);
+        real* axf = x_pass_forward("aux.", B, Ta, a_tokens_.ptr, a_vectors_.ptr, a_pos_.ptr,
+                                   cfg.L > cfg.ell ? s.act("aux.ytilde") : nullptr, false);
+        head_forward("aux.", B * Ta, axf);
+        last_aux = head_loss("aux.", B * Ta, a_targets_.ptr, a_tvecs_.ptr, aux_batch_.mask, adloss_host_, 1.0 - eta);
+        for (float m : aux_batch_.mask) last_aux_targets += m > 0;
+        total += (1.0 - eta) * last_aux;
+    }
+    if (cfg.has_y()) {
+        const real* yl = s.act("yl");
+        if (loss.wC > 0) total += loss.wC * (last_rc = op::continuity_reg_forward(dev, yl, B, T, cfg.dy));
+        if (loss.wD > 0) total += loss.wD * (last_rd = op::decorrelation_reg_forward(dev, yl, B, T, cfg.dy));
+        if (cfg.vae && loss.beta > 0)
+            total += loss.beta * (last_kl = op::gp_kl_forward(dev, yl, s.act("vae.logv"), d_kinv_.ptr, logdetK_, B, T, cfg.dy));
+    }
+    return total;
+}
+
+template <typename real>
+void CGT<real>::backward() {
+    if (dloss_host_.empty()) fail("backward() needs a forward() with targets first");
+    const Device dev = s.dev;
+    const int N = B * T;
+    s.zero_grad();
+    if (has_aux_) {
+        // the aux pass first: its dỹ is scattered into dy_used[b, p_b−1] before the main pass's y stream runs backward
+        const int Na = B * Ta;
+        if (a_dloss_.n < (size_t)Na) a_dloss_ = Buffer<real>(dev, Na);
+        s.upload(a_dloss_, 0, adloss_host_.data(), Na);
+        head_backward("aux.", Na, a_dloss_.ptr, a_tvecs_.ptr, a_targets_.ptr);
+        const bool gen = cfg.L > cfg.ell;
+        x_pass_backward("aux.", B, Ta, a_tokens_.ptr, a_pos_.ptr, gen ? s.act("aux.ytilde") : nullptr, gen ? s.dact("aux.ytilde") : nullptr, false);
+        if (gen) op::gather_rows_backward(dev, s.dact(cfg.vae ? "y_used" : "yl"), s.dact("aux.ytilde"), a_idx_.ptr, Na, cfg.dy);
+    }
+    if (d_dloss_.n < (size_t)N) d_dloss_ = Buffer<real>(dev, N);
+    s.upload(d_dloss_, 0, dloss_host_.data(), N);
+    head_backward("", N, d_dloss_.ptr, d_tvecs_.ptr, d_targets_.ptr);
+    x_pass_backward("", B, T, d_tokens_.ptr, has_pos_ ? d_pos_.ptr : nullptr, nullptr, nullptr, cfg.has_y());
+}
+
+// ------------------------------------------------------------------------------------------------------
+// inference
+
+template <typename real>
+std::vector<real> CGT<real>::outputs() {
+    return s.fetch_act(cfg.d_out > 0 ? "pred" : "logits");
+}
+
+template <typename real>
+std::vector<real> CGT<real>::dynamic_y(const Batch& bt) {
+    if (!cfg.has_y()) fail("this CGT has no y stream (ell = 0 or d_y = 0)");
+    bool tm = train_mode;
+    train_mode = false;
+    layout(bt.B, bt.T, 0);
+    upload_inputs(bt, d_tokens_, d_vectors_, d_pos_, d_targets_, d_tvecs_);
+    x_pass_forward("", B, T, d_tokens_.ptr, d_vectors_.ptr, bt.pos.empty() ? nullptr : d_pos_.ptr, nullptr, true);
+    train_mode = tm;
+    return s.fetch_act(cfg.vae ? "y_used" : "yl");
+}
+
+template <typename real>
+std::vector<real> CGT<real>::forward_with_y(const Batch& bt, const std::vector<real>& y_pos) {
+    const bool gen = cfg.has_y() && cfg.L > cfg.ell;
+    if (gen && y_pos.size() != (size_t)bt.B * bt.T * cfg.dy) fail("forward_with_y: y must be (B,T,d_y)");
+    layout(bt.B, 0, bt.T);
+    const Device dev = s.dev;
+    upload_inputs(bt, a_tokens_, a_vectors_, a_pos_, a_targets_, a_tvecs_);
+    if (gen) s.upload(s.acts, s.atable.offset("aux.ytilde"), y_pos.data(), y_pos.size());
+    real* xf = x_pass_forward("aux.", bt.B, bt.T, a_tokens_.ptr, a_vectors_.ptr, bt.pos.empty() ? nullptr : a_pos_.ptr,
+                              gen ? s.act("aux.ytilde") : nullptr, false);
+    head_forward("aux.", bt.B * bt.T, xf);
+    (void)dev;
+    return s.fetch_act(cfg.d_out > 0 ? "aux.pred" : "aux.logits");
+}
+
+template <typename real>
+std::vector<real> CGT<real>::frozen_outputs(const Batch& bt, const std::vector<int>& p, int* Ta_out) {
+    std::vector<real> y = dynamic_y(bt);
+    int pmin = bt.T;
+    for (int pb : p) {
+        if (pb < 1 || pb >= bt.T) fail(strfmt("freeze position %d outside [1, %d)", pb, bt.T));
+        pmin = std::min(pmin, pb);
+    }
+    const int Tr = bt.T - pmin, dy = cfg.dy;
+    Batch sub = slice_batch(bt, p, Tr);
+    std::vector<real> yp((size_t)bt.B * Tr * dy);
+    for (int b = 0; b < bt.B; b++)
+        for (int t = 0; t < Tr; t++)
+            std::copy_n(&y[((size_t)b * bt.T + p[b] - 1) * dy], dy, &yp[((size_t)b * Tr + t) * dy]);
+    if (Ta_out) *Ta_out = Tr;
+    return forward_with_y(sub, yp);
+}
+
+template <typename real>
+std::vector<real> CGT<real>::frozen_ctx_outputs(const Batch& bt, const std::vector<int>& p) {
+    std::vector<real> y = dynamic_y(bt), yp(y.size());
+    const int dy = cfg.dy;
+    for (int b = 0; b < bt.B; b++)
+        for (int t = 0; t < bt.T; t++) {
+            const int src = t < p[b] ? t : p[b] - 1;
+            std::copy_n(&y[((size_t)b * bt.T + src) * dy], dy, &yp[((size_t)b * bt.T + t) * dy]);
+        }
+    return forward_with_y(bt, yp);
+}
+
+template <typename real>
+std::vector<real> CGT<real>::ema_outputs(const Batch& bt, const std::vector<real>& y_init, double gamma) {
+    std::vector<real> y = dynamic_y(bt), yp(y.size());
+    const int dy = cfg.dy;
+    if (y_init.size() != (size_t)bt.B * dy) fail("ema: y_init must be (B,d_y)");
+    for (int b = 0; b < bt.B; b++) {
+        std::vector<double> u(y_init.begin() + (size_t)b * dy, y_init.begin() + (size_t)(b + 1) * dy);
+        for (int t = 0; t < bt.T; t++)
+            for (int i = 0; i < dy; i++) {
+                const size_t j = ((size_t)b * bt.T + t) * dy + i;
+                u[i] = (1 - gamma) * u[i] + gamma * (double)y[j];  // y_used_t = (1−γ) y_used_{t−1} + γ y_dyn_t
+                yp[j] = (real)u[i];
+            }
+    }
+    return forward_with_y(bt, yp);
+}
+
+template <typename real>
+std::vector<real> CGT<real>::transplant_outputs(const Batch& bt, const std::vector<real>& y_fixed) {
+    const int dy = cfg.dy;
+    if (y_fixed.size() != (size_t)bt.B * dy) fail("transplant: y must be (B,d_y)");
+    std::vector<real> yp((size_t)bt.B * bt.T * dy);
+    for (int b = 0; b < bt.B; b++)
+        for (int t = 0; t < bt.T; t++) std::copy_n(&y_fixed[(size_t)b * dy], dy, &yp[((size_t)b * bt.T + t) * dy]);
+    return forward_with_y(bt, yp);
+}
+
+// ------------------------------------------------------------------------------------------------------
+// folding
+
+template <typename real>
+void CGT<real>::fold_into(GPT<real>& g, const std::vector<real>& yt) {
+    const GPTConfig xc = cfg.x_config();
+    if (g.cfg.L != xc.L || g.cfg.C != xc.C || g.cfg.NH != xc.NH || g.cfg.V != xc.V || g.cfg.maxT != xc.maxT || g.cfg.d_in != xc.d_in ||
+        g.cfg.d_out != xc.d_out)
+        fail("fold: the GPT's config is not the CGT's x-only config");
+    const int dx = cfg.dx, dy = cfg.dy, M = cfg.M, r = cfg.r, Mr = M * r;
+    if (cfg.has_y() && yt.size() != (size_t)dy) fail("fold: ỹ must have d_y elements");
+    for (size_t i = 0; i < g.s.ptable.size(); i++) {
+        const TensorSpec& sp = g.s.ptable.specs[i];
+        std::vector<real> w = s.to_host(s.params, s.ptable.offset(sp.name), sp.numel());
+        g.s.upload(g.s.params, g.s.ptable.offsets[i], w.data(), w.size());
+    }
+    for (int b = 0; b < cfg.L; b++) {
+        if (!cfg.modulated(b)) continue;
+        const std::string h = "h." + std::to_string(b) + ".";
+        for (int k = 0; k < 2; k++) {
+            const std::string gn = h + (k == 0 ? "gen.att." : "gen.mlp."), wn = h + (k == 0 ? "attn.qkv." : "mlp.fc.");
+            std::vector<real> S = s.to_host(s.params, s.ptable.offset(gn + "S"), (size_t)M * (dy + 1));
+            std::vector<real> Lw = s.to_host(s.params, s.ptable.offset(gn + "L"), (size_t)dx * Mr);
+            std::vector<real> Rw = s.to_host(s.params, s.ptable.offset(gn + "R"), (size_t)(dx + 1) * Mr);
+            std::vector<real> c(M);
+            generator_mix(c.data(), yt.data(), S.data(), 1, dy, M, cfg.h);
+            // L(ỹ) (dx,r), R(ỹ) (dx+1,r);  δW = L Rᵀ = [D_w | d_b]
+            std::vector<double> Ly((size_t)dx * r, 0.0), Ry((size_t)(dx + 1) * r, 0.0), dW((size_t)dx * (dx + 1), 0.0);
+            for (int i = 0; i < dx; i++)
+                for (int m = 0; m < M; m++)
+                    for (int q = 0; q < r; q++) Ly[(size_t)i * r + q] += (double)c[m] * Lw[(size_t)i * Mr + m * r + q];
+            for (int j = 0; j <= dx; j++)
+                for (int m = 0; m < M; m++)
+                    for (int q = 0; q < r; q++) Ry[(size_t)j * r + q] += (double)c[m] * Rw[(size_t)j * Mr + m * r + q];
+            for (int i = 0; i < dx; i++)
+                for (int j = 0; j <= dx; j++)
+                    for (int q = 0; q < r; q++) dW[(size_t)i * (dx + 1) + j] += Ly[(size_t)i * r + q] * Ry[(size_t)j * r + q];
+            const int OC = (int)s.ptable.spec(wn + "w").shape[0];
+            std::vector<real> W = s.to_host(s.params, s.ptable.offset(wn + "w"), (size_t)OC * dx);
+            std::vector<real> bias = s.to_host(s.params, s.ptable.offset(wn + "b"), OC);
+            std::vector<real> W2(W.size()), b2(OC);
+            for (int o = 0; o < OC; o++) {
+                double bb = bias[o];
+                for (int i = 0; i < dx; i++) bb += (double)W[(size_t)o * dx + i] * dW[(size_t)i * (dx + 1) + dx];  // b' = b + W d_b
+                b2[o] = (real)bb;
+                for (int j = 0; j < dx; j++) {
+                    double v = W[(size_t)o * dx + j];                                                    // W' = W (I + D_w)
+                    for (int i = 0; i < dx; i++) v += (double)W[(size_t)o * dx + i] * dW[(size_t)i * (dx + 1) + j];
+                    W2[(size_t)o * dx + j] = (real)v;
+                }
+            }
+            g.s.upload(g.s.params, g.s.ptable.offset(wn + "w"), W2.data(), W2.size());
+            g.s.upload(g.s.params, g.s.ptable.offset(wn + "b"), b2.data(), b2.size());
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------
+// FLOPs (analytic; forward. A training step = 3× forward for the products, which dominate.)
+
+static double xpass_flops(const CGTConfig& c, double Bn, double Tn, bool ystream) {
+    const double N = Bn * Tn, dx = c.dx, dy = c.dy;
+    double f = 0;
+    for (int b = 0; b < c.L; b++) {
+        f += 2 * N * (3 * dx * dx + dx * dx + 8 * dx * dx);  // qkv, proj, fc, fcproj
+        f += 2 * Bn * Tn * (Tn + 1) / 2 * dx * 2;            // causal q·k and att·v
+        if (c.modulated(b)) f += 2 * generator_flops(N, c.dx, c.dy, c.M, c.r);
+        if (ystream && b < c.ell) {
+            f += 2 * N * ((dx + dy) * 3 * dy + dy * dy + (dx + dy) * 4 * dy + 4 * dy * dy);
+            f += 2 * Bn * Tn * (Tn + 1) / 2 * dy * 2;
+        }
+    }
+    f += 2 * N * dx * (c.d_out > 0 ? c.d_out : c.V);
+    return f;
+}
+
+template <typename real>
+CGTFlops CGT<real>::flops(int Bn, int Tn) const {
+    CGTFlops f;
+    f.main_fwd = xpass_flops(cfg, Bn, Tn, cfg.has_y());
+    if (cfg.has_y() && loss.eta < 1.0) {
+        const double Ta_mean = loss.horizon > 0 ? loss.horizon : (Tn - 2) / 2.0;  // E[T − p], p ~ U{2..T−1}
+        f.aux_fwd = xpass_flops(cfg, Bn, Ta_mean, false);
+    }
+    f.total_step = 3 * (f.main_fwd + f.aux_fwd);
+    return f;
+}
+
+template struct CGT<float>;
+template struct CGT<double>;
+
+}  // namespace icl

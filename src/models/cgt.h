@@ -1,0 +1,139 @@
+// cgt.h — the Contextually Guided Transformer (spec/cgt.md): a GPT-2 whose blocks 1..ℓ carry a second residual
+// stream y (width d_y) next to x (width d_x), and whose blocks ℓ+1..L see y^ℓ (y after block ℓ) only through
+// the low-rank template generator T^κ(u; y^ℓ) = u + L(y)R(y)ᵀ[u;1] placed between each layer norm and the
+// QKV / FC1 projection.
+//
+//   tokens ──wte|wte_y + wpe|wpe_y──> x⁰ (B,n,d_x), y⁰ (B,n,d_y)
+//   blocks 0..ℓ−1 (dual):   x = GPT block(x)                       (x never reads y)
+//                           y = y + Wo_y·MHA_y([LN1x(x), LN1y(y)]);  y = y + MLP_y([LN2x(x), LN2y(y)])
+//   y^ℓ = y  ──(VAE: μ = y^ℓ, y_used = μ + e^{½logv}ε)──> y_used (B,n,d_y)
+//   blocks ℓ..L−1 (modulated): x = x + Attn(T^att(LN1(x); y_used)) ;  x = x + MLP(T^mlp(LN2(x); y_used))
+//   LN_f ──> logits = x·wteᵀ (tied to the x slice)  |  pred = x·Wheadᵀ + b (vector tasks)
+//
+// Parameters: the x stream uses EXACTLY gpt_parameters() of the x-only GPT (same names, shapes, init), so a
+// folded CGT (spec §1.6) is an ordinary GPT checkpoint and L = ℓ or ℓ = 0 is the baseline GPT. The y stream
+// adds wte_y/wpe_y (the y slice of the (d_x+d_y)-wide embedding) and h.<b>.y.*; blocks ≥ ℓ add
+// h.<b>.gen.{att,mlp}.{S,L,R}; the VAE adds vae.logv.{w,b}.
+//
+// Loss (spec §2, §3): L = η·CE + (1−η)·L_aux + w_C·R_C + w_D·R_D (+ β·KL for the VAE). The aux pass runs the
+// x-only model on each sample's remainder t_s.. (truncated: the prefix is not computed at all; absolute
+// positions kept; with horizon Δ exactly Δ inputs), with y frozen to ỹ_b = y_used[b, p_b−1] — gathered from the
+// main pass, so its gradient is scattered back into dy_used[b, p_b−1] (op::gather_rows_backward).
+//
+// Index convention: p_b is the 0-indexed position of the first remainder input (spec's 1-indexed s = p_b + 1);
+// p ∈ [2, T−1], or [2, T−Δ] with horizon Δ (T = number of model inputs = n − 1).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/batch.h"
+#include "engine/rng.h"
+#include "layers/generator.h"
+#include "models/gpt.h"
+#include "models/state.h"
+
+namespace icl {
+
+struct CGTConfig {
+    int L = 4, ell = 3;         // blocks; y^ℓ = y after block ℓ (blocks 1..ℓ dual, ℓ+1..L modulated)
+    int dx = 64, dy = 32;       // stream widths
+    int NHx = 4, NHy = 2;       // heads
+    int r = 4, M = 8;           // generator rank and templates per operator
+    MixFn h = MixFn::tanh;      // mixing nonlinearity
+    int V = 16, maxT = 256;     // vocabulary, positions
+    int d_in = 0, d_out = 0;    // vector tasks (linear regression): input width, MSE head width
+    bool vae = false;           // log-variance head + reparameterized y (spec §3.2)
+
+    bool has_y() const { return ell > 0 && dy > 0; }
+    bool modulated(int b) const { return has_y() && b >= ell; }  // 0-indexed block b
+    GPTConfig x_config() const;  // the x-only GPT (same x weights; the folding target)
+    nlohmann::json to_json() const;
+    static CGTConfig from_json(const nlohmann::json& j);
+    void validate() const;
+    int64_t num_params() const;
+};
+
+TensorTable cgt_parameters(const CGTConfig& c);
+
+// Training-loss settings (not part of the architecture/checkpoint).
+struct CGTLoss {
+    double eta = 1.0;     // weight of the main CE; 1−η on the aux loss
+    int horizon = 0;      // Δ; 0 = the whole remainder
+    double wC = 0, wD = 0;  // R_C, R_D weights
+    double beta = 0;      // VAE KL weight
+    double nu_K = 0.03, lambda = 0.1;  // GP prior: 𝒦 = ν_K·I + (1−ν_K)·RBF(λ·T tokens)
+};
+
+// FLOPs of one training step (forward + backward ≈ 3× forward for the matmul/attention work).
+struct CGTFlops { double main_fwd = 0, aux_fwd = 0, total_step = 0; };
+
+template <typename real>
+struct CGT {
+    CGTConfig cfg;
+    CGTLoss loss;
+    ModelState<real> s;
+    int B = 0, T = 0, Ta = 0;    // main (B,T) and aux (B,Ta) shapes the activation table is laid out for
+    bool train_mode = true;      // VAE: sample y (train) or y = μ (eval)
+    bool hold_random = false;    // reuse the last aux positions and VAE noise (finite-difference checks)
+    std::vector<int> aux_p;      // (B) first remainder position of the last forward's aux pass (-1 = none)
+    // the loss parts of the last forward
+    double last_ce = 0, last_aux = 0, last_rc = 0, last_rd = 0, last_kl = 0;
+    int64_t last_aux_targets = 0;
+
+    CGT(const CGTConfig& cfg, Device dev, uint64_t seed);
+
+    // Training forward: the total loss (and every activation). aux positions are sampled unless hold_random
+    // or set_aux_positions() fixed them.
+    double forward(const Batch& batch);
+    void backward();
+    void set_aux_positions(const std::vector<int>& p) { aux_p = p; hold_random = true; }
+
+    // ---- inference (spec §1.9); outputs are logits (…,V) or predictions (…,d_out), on the host ----
+    std::vector<real> outputs();                        // main-pass outputs of the last forward (B,T,·)
+    std::vector<real> dynamic_y(const Batch& batch);    // y_used of a dynamic pass, (B,T,d_y) (eval: μ)
+    // The x-only model on `batch` with the generator reading y_pos (B,T,d_y) at each position (no y stream
+    // computed): frozen (constant rows), frozen-with-context, EMA and transplant modes are all this call.
+    std::vector<real> forward_with_y(const Batch& batch, const std::vector<real>& y_pos);
+    // Mode 2: ỹ_b = y_used[b, p_b−1] from the full dynamic pass; the x-only model on inputs p_b..T−1 alone
+    // (absolute positions). Returns (B, T−min p, ·), rows left-aligned (row t = position p_b + t).
+    std::vector<real> frozen_outputs(const Batch& batch, const std::vector<int>& p, int* Ta_out);
+    // Mode 3: full sequence; positions < p_b use their own y, positions ≥ p_b use ỹ_b.
+    std::vector<real> frozen_ctx_outputs(const Batch& batch, const std::vector<int>& p);
+    // Mode 4: the batch alone, y_used_t = (1−γ)·y_used_{t−1} + γ·y_dyn_t, y_used_{−1} = y_init (B,d_y).
+    std::vector<real> ema_outputs(const Batch& batch, const std::vector<real>& y_init, double gamma);
+    // Mode 5: one y (B,d_y) for every position (taken from another document).
+    std::vector<real> transplant_outputs(const Batch& batch, const std::vector<real>& y_fixed);
+
+    // Folding (spec §1.6): the x-only GPT with Wqkv' = Wqkv(I + D_w), bqkv' = bqkv + Wqkv·d_b (same for W1)
+    // for one frozen ỹ (d_y).
+    void fold_into(GPT<real>& gpt, const std::vector<real>& ytilde);
+
+    CGTFlops flops(int B, int T) const;
+
+private:
+    void layout(int B, int T, int Ta);
+    real* x_pass_forward(const std::string& pre, int Bp, int Tp, const int* tokens, const real* vectors, const int* pos,
+                         const real* ygen, bool with_y_stream);
+    void x_pass_backward(const std::string& pre, int Bp, int Tp, const int* tokens, const int* pos, const real* ygen, real* dygen,
+                         bool with_y_stream);
+    void head_forward(const std::string& pre, int N, real* x);
+    void head_backward(const std::string& pre, int N, const real* dloss, const real* targets_vec, const int* targets);
+    double head_loss(const std::string& pre, int N, const int* targets, const real* target_vecs, const std::vector<float>& mask,
+                     std::vector<real>& dloss_host, double weight);
+    void upload_inputs(const Batch& bt, Buffer<int>& tok, Buffer<real>& vec, Buffer<int>& pos, Buffer<int>& tgt, Buffer<real>& tvec);
+    void aux_inputs(const Batch& bt);
+
+    Rng rng_;
+    Buffer<int> d_tokens_, d_targets_, d_pos_, a_tokens_, a_targets_, a_pos_, a_idx_;
+    Buffer<real> d_vectors_, d_tvecs_, a_vectors_, a_tvecs_, d_dloss_, a_dloss_, scratch_, gscratch_, d_kinv_, d_eps_, d_ysrc_;
+    std::vector<real> dloss_host_, adloss_host_, eps_host_;
+    std::vector<float> aux_mask_;
+    double logdetK_ = 0;
+    int kinv_T_ = -1;
+    bool has_pos_ = false, has_aux_ = false, has_targets_ = false;
+    Batch aux_batch_;
+};
+
+}  // namespace icl

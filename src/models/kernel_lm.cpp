@@ -1,0 +1,349 @@
+// kernel_lm.cpp — the kernel-attention LM: registry, forward, backward, streaming. See kernel_lm.h.
+#include "models/kernel_lm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/common.h"
+#include "layers/dispatch.h"
+
+namespace icl {
+
+// ------------------------------------------------------------------------------------------------------
+// config
+
+nlohmann::json KernelLMConfig::to_json() const {
+    return {{"L", L}, {"C", C}, {"NH", NH}, {"V", V}, {"maxT", maxT}, {"bias", bias}, {"eps", eps}};
+}
+
+KernelLMConfig KernelLMConfig::from_json(const nlohmann::json& j) {
+    KernelLMConfig c;
+    auto get = [&](const char* k, int& dst) {
+        if (!j.contains(k) || !j[k].is_number_integer()) fail(std::string("kernel_lm config: missing or non-integer '") + k + "'");
+        dst = j[k].get<int>();
+    };
+    get("L", c.L); get("C", c.C); get("NH", c.NH); get("V", c.V); get("maxT", c.maxT); get("bias", c.bias);
+    if (!j.contains("eps") || !j["eps"].is_number()) fail("kernel_lm config: missing or non-numeric 'eps'");
+    c.eps = j["eps"].get<double>();
+    c.validate();
+    return c;
+}
+
+void KernelLMConfig::validate() const {
+    if (L < 1) fail_usage(strfmt("--layers: must be >= 1, got %d", L));
+    if (C < 1) fail_usage(strfmt("--width: must be >= 1, got %d", C));
+    if (NH < 1 || C % NH != 0) fail_usage(strfmt("--heads: must divide the width %d, got %d", C, NH));
+    if ((C / NH) % 2 != 0) fail_usage(strfmt("--heads: the head size C/NH = %d must be even (RoPE rotates pairs)", C / NH));
+    if (C / NH > 512) fail_usage("--heads: head size above 512 is not supported");
+    if (V < 1) fail_usage(strfmt("vocabulary size must be >= 1, got %d", V));
+    if (maxT < 1) fail_usage("--max-T: must be >= 1");
+    if (bias != 0 && bias != 1) fail_usage("--bias: must be 0 or 1");
+    if (!(eps >= 0)) fail_usage("--eps: must be >= 0");
+}
+
+int64_t KernelLMConfig::num_params() const { return kernel_lm_parameters(*this).count(); }
+
+// ------------------------------------------------------------------------------------------------------
+// the registry. GPT-2 init (N(0,0.02), residual projections N(0,0.02/√(2L)), biases 0, LN gains 1); the
+// ICLCA biases start at zero (spec §7 "Bias parametrization") and get no weight decay.
+
+TensorTable kernel_lm_parameters(const KernelLMConfig& c) {
+    TensorTable t;
+    const float s = 0.02f, sres = 0.02f / std::sqrt(2.0f * c.L);
+    auto W = [&](std::string n, Shape sh, float std, std::string doc) { t.add({n, sh, Init::normal, std, doc, true}); };
+    auto Z = [&](std::string n, Shape sh, std::string doc) { t.add({n, sh, Init::zeros, 0, doc, false}); };
+    auto O = [&](std::string n, Shape sh, std::string doc) { t.add({n, sh, Init::ones, 0, doc, false}); };
+    const int64_t C = c.C, NH = c.NH, hs = c.hs();
+    W("wte", {c.V, C}, s, "token embedding (V,C); also the tied LM head");
+    for (int l = 0; l < c.L; l++) {
+        std::string h = "h." + std::to_string(l) + ".";
+        O(h + "ln1.w", {C}, "attention layer-norm gain");
+        Z(h + "ln1.b", {C}, "attention layer-norm bias");
+        W(h + "attn.qkv.w", {3 * C, C}, s, "query/key/value projection (3C,C)");
+        Z(h + "attn.qkv.b", {3 * C}, "query/key/value bias");
+        if (c.bias) {
+            Z(h + "attn.bkv", {NH, hs, hs}, "ICLCA key-value bias b_KV (NH,m,hs): initial numerator state, rotated frame of position 0");
+            Z(h + "attn.bd", {NH, hs}, "ICLCA denominator bias b_D (NH,m): initial denominator state, unrotated");
+        }
+        W(h + "attn.proj.w", {C, C}, sres, "attention output projection (C,C)");
+        Z(h + "attn.proj.b", {C}, "attention output bias");
+        O(h + "ln2.w", {C}, "MLP layer-norm gain");
+        Z(h + "ln2.b", {C}, "MLP layer-norm bias");
+        W(h + "mlp.fc.w", {4 * C, C}, s, "MLP up projection (4C,C)");
+        Z(h + "mlp.fc.b", {4 * C}, "MLP up bias");
+        W(h + "mlp.proj.w", {C, 4 * C}, sres, "MLP down projection (C,4C)");
+        Z(h + "mlp.proj.b", {C}, "MLP down bias");
+    }
+    O("lnf.w", {C}, "final layer-norm gain");
+    Z("lnf.b", {C}, "final layer-norm bias");
+    return t;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// model
+
+template <typename real>
+KernelLM<real>::KernelLM(const KernelLMConfig& c, Device dev, uint64_t seed) : cfg(c) {
+    cfg.validate();
+    s.dev = dev;
+    s.kind = "kernel_lm";
+    s.config = cfg.to_json();
+    s.ptable = kernel_lm_parameters(cfg);
+    s.alloc_params();
+    s.init_params(seed);
+    zero_wpe_ = Buffer<real>(dev, (size_t)cfg.C);  // the token-only embedding: wte[tok] + 0
+}
+
+template <typename real>
+void KernelLM<real>::layout(int B_, int T_) {
+    if (B_ == B && T_ == T) return;
+    B = B_;
+    T = T_;
+    const int64_t C = cfg.C, NH = cfg.NH, m = cfg.hs(), Bl = B, Tl = T;
+    TensorTable a, g;
+    auto act = [&](const std::string& n, Shape sh, const char* doc, bool grad) {
+        a.add({n, sh, Init::none, 0, doc, false});
+        if (grad) g.add({n, sh, Init::none, 0, doc, false});
+    };
+    act("encoded", {Bl, Tl, C}, "token embedding (no position embedding)", true);
+    for (int l = 0; l < cfg.L; l++) {
+        std::string h = "h." + std::to_string(l) + ".";
+        act(h + "ln1", {Bl, Tl, C}, "LN1(x)", true);
+        act(h + "ln1.mean", {Bl, Tl}, "LN1 mean", false);
+        act(h + "ln1.rstd", {Bl, Tl}, "LN1 1/std", false);
+        act(h + "qkv", {Bl, Tl, 3 * C}, "[q|k|v]", true);
+        act(h + "phiq", {Bl, NH, Tl, m}, "a = phi(q) = elu(q)+1", false);
+        act(h + "phik", {Bl, NH, Tl, m}, "c = phi(k) = elu(k)+1", false);
+        act(h + "rphiq", {Bl, NH, Tl, m}, "R_pos phi(q) (RoPE after phi)", false);
+        act(h + "rphik", {Bl, NH, Tl, m}, "R_pos phi(k) (RoPE after phi)", false);
+        act(h + "den", {Bl, NH, Tl}, "denominator phi(q).(sum phi(k) + b_D) + eps", false);
+        act(h + "atty", {Bl, Tl, C}, "kernel attention output, heads concatenated", true);
+        act(h + "attproj", {Bl, Tl, C}, "attention output projection", true);
+        act(h + "res2", {Bl, Tl, C}, "residual after attention", true);
+        act(h + "ln2", {Bl, Tl, C}, "LN2(x)", true);
+        act(h + "ln2.mean", {Bl, Tl}, "LN2 mean", false);
+        act(h + "ln2.rstd", {Bl, Tl}, "LN2 1/std", false);
+        act(h + "fch", {Bl, Tl, 4 * C}, "MLP pre-activation", true);
+        act(h + "fch_gelu", {Bl, Tl, 4 * C}, "GELU(MLP pre-activation)", true);
+        act(h + "fcproj", {Bl, Tl, C}, "MLP output", true);
+        act(h + "res3", {Bl, Tl, C}, "residual after MLP (block output)", true);
+    }
+    act("lnf", {Bl, Tl, C}, "final LN", true);
+    act("lnf.mean", {Bl, Tl}, "final LN mean", false);
+    act("lnf.rstd", {Bl, Tl}, "final LN 1/std", false);
+    act("logits", {Bl, Tl, cfg.V}, "logits", true);
+    act("probs", {Bl, Tl, cfg.V}, "softmax(logits)", false);
+    act("losses", {Bl, Tl}, "per-position loss", false);
+    s.atable = std::move(a);
+    s.gtable = std::move(g);
+    s.alloc_acts();
+    size_t scratch = kernel_attention_scratch_size(B, T, cfg.C, cfg.NH, omp_get_max_threads());
+    if (scratch_.n < scratch) scratch_ = Buffer<real>(s.dev, scratch);
+    if (d_zero_pos_.n < (size_t)B * T) d_zero_pos_ = Buffer<int>(s.dev, (size_t)B * T);  // zero-filled
+}
+
+template <typename real>
+double KernelLM<real>::forward(const Batch& bt) {
+    if (bt.vector_input()) fail("the kernel LM takes tokens, the batch has vectors");
+    if (bt.B < 1 || bt.T < 1) fail("empty batch");
+    layout(bt.B, bt.T);
+    const Device dev = s.dev;
+    const int N = B * T, C = cfg.C, NH = cfg.NH;
+    const size_t nBT = (size_t)N;
+    has_pos_ = !bt.pos.empty();
+    if (has_pos_) {
+        if (bt.pos.size() != nBT) fail("batch positions do not have B*T entries");
+        for (int p : bt.pos) if (p < 0 || p >= cfg.maxT) fail(strfmt("position %d outside [0, %d)", p, cfg.maxT));
+        if (d_pos_.n < nBT) d_pos_ = Buffer<int>(dev, nBT);
+        device_copy(dev, d_pos_.ptr, bt.pos.data(), nBT * sizeof(int), Copy::host_to_device);
+    } else if (T > cfg.maxT) {
+        fail(strfmt("sequence length %d exceeds the model's max-T %d", T, cfg.maxT));
+    }
+    const int* pos = has_pos_ ? d_pos_.ptr : nullptr;
+    for (int t : bt.tokens) if (t < 0 || t >= cfg.V) fail(strfmt("token id %d outside the vocabulary [0, %d)", t, cfg.V));
+    if (d_tokens_.n < nBT) d_tokens_ = Buffer<int>(dev, nBT);
+    device_copy(dev, d_tokens_.ptr, bt.tokens.data(), nBT * sizeof(int), Copy::host_to_device);
+    real* x = s.act("encoded");
+    // x = wte[tokens] (+ a zero row: the engine's encoder with a one-row zero position table)
+    op::encoder_forward(dev, x, d_tokens_.ptr, d_zero_pos_.ptr, s.param("wte"), zero_wpe_.ptr, B, T, C, cfg.V, 1);
+    for (int l = 0; l < cfg.L; l++) {
+        std::string h = "h." + std::to_string(l) + ".";
+        auto A = [&](const char* n) { return s.act(h + n); };
+        auto P = [&](const char* n) { return s.param(h + n); };
+        const real* bkv = cfg.bias ? P("attn.bkv") : nullptr;
+        const real* bd = cfg.bias ? P("attn.bd") : nullptr;
+        op::layernorm_forward(dev, A("ln1"), A("ln1.mean"), A("ln1.rstd"), x, P("ln1.w"), P("ln1.b"), N, C);
+        op::matmul_forward(dev, A("qkv"), A("ln1"), P("attn.qkv.w"), P("attn.qkv.b"), N, C, 3 * C);
+        op::kernel_attention_forward(dev, A("atty"), A("phiq"), A("phik"), A("rphiq"), A("rphik"), A("den"), scratch_.ptr, A("qkv"), pos,
+                                     bkv, bd, B, T, C, NH, cfg.eps);
+        op::matmul_forward(dev, A("attproj"), A("atty"), P("attn.proj.w"), P("attn.proj.b"), N, C, C);
+        op::residual_forward(dev, A("res2"), x, A("attproj"), (int64_t)N * C);
+        op::layernorm_forward(dev, A("ln2"), A("ln2.mean"), A("ln2.rstd"), A("res2"), P("ln2.w"), P("ln2.b"), N, C);
+        op::matmul_forward(dev, A("fch"), A("ln2"), P("mlp.fc.w"), P("mlp.fc.b"), N, C, 4 * C);
+        op::gelu_forward(dev, A("fch_gelu"), A("fch"), (int64_t)N * 4 * C);
+        op::matmul_forward(dev, A("fcproj"), A("fch_gelu"), P("mlp.proj.w"), P("mlp.proj.b"), N, 4 * C, C);
+        op::residual_forward(dev, A("res3"), A("res2"), A("fcproj"), (int64_t)N * C);
+        x = A("res3");
+    }
+    op::layernorm_forward(dev, s.act("lnf"), s.act("lnf.mean"), s.act("lnf.rstd"), x, s.param("lnf.w"), s.param("lnf.b"), N, C);
+    op::matmul_forward(dev, s.act("logits"), s.act("lnf"), s.param("wte"), (const real*)nullptr, N, C, cfg.V);
+    if (bt.targets.empty()) { dloss_host_.clear(); return NAN; }
+    if (bt.targets.size() != nBT) fail("batch targets do not have B*T entries");
+    for (int t : bt.targets) if (t < 0 || t >= cfg.V) fail(strfmt("target id %d outside the vocabulary [0, %d)", t, cfg.V));
+    if (d_targets_.n < nBT) d_targets_ = Buffer<int>(dev, nBT);
+    device_copy(dev, d_targets_.ptr, bt.targets.data(), nBT * sizeof(int), Copy::host_to_device);
+    op::crossentropy_forward(dev, s.act("losses"), s.act("probs"), s.act("logits"), d_targets_.ptr, N, cfg.V);
+    std::vector<real> losses = s.fetch_act("losses");
+    double wsum = 0, lsum = 0;
+    for (size_t i = 0; i < nBT; i++) {
+        double w = bt.mask.empty() ? 1.0 : bt.mask[i];
+        wsum += w;
+        lsum += w * (double)losses[i];
+    }
+    if (wsum <= 0) fail("batch mask is all zero: no position is scored");
+    dloss_host_.resize(nBT);
+    for (size_t i = 0; i < nBT; i++) dloss_host_[i] = (real)((bt.mask.empty() ? 1.0 : bt.mask[i]) / wsum);
+    return lsum / wsum;
+}
+
+template <typename real>
+void KernelLM<real>::backward() {
+    if (dloss_host_.empty()) fail("backward() needs a forward() with targets first");
+    const Device dev = s.dev;
+    const int N = B * T, C = cfg.C, NH = cfg.NH;
+    s.zero_grad();
+    if (d_dloss_.n < (size_t)N) d_dloss_ = Buffer<real>(dev, N);
+    s.upload(d_dloss_, 0, dloss_host_.data(), N);
+    op::crossentropy_backward(dev, s.dact("logits"), d_dloss_.ptr, s.act("probs"), d_targets_.ptr, N, cfg.V);
+    // logits = lnf·wteᵀ (tied)
+    op::matmul_backward(dev, s.dact("lnf"), s.grad("wte"), (real*)nullptr, s.dact("logits"), s.act("lnf"), s.param("wte"), N, C, cfg.V);
+    std::string last = "h." + std::to_string(cfg.L - 1) + ".res3";
+    op::layernorm_backward(dev, s.dact(last), s.grad("lnf.w"), s.grad("lnf.b"), s.dact("lnf"), s.act(last), s.param("lnf.w"),
+                           s.act("lnf.mean"), s.act("lnf.rstd"), N, C);
+    const int* pos = has_pos_ ? d_pos_.ptr : nullptr;
+    for (int l = cfg.L - 1; l >= 0; l--) {
+        std::string h = "h." + std::to_string(l) + ".";
+        std::string in = l == 0 ? "encoded" : "h." + std::to_string(l - 1) + ".res3";
+        auto A = [&](const char* n) { return s.act(h + n); };
+        auto D = [&](const char* n) { return s.dact(h + n); };
+        auto P = [&](const char* n) { return s.param(h + n); };
+        auto G = [&](const char* n) { return s.grad(h + n); };
+        // res3 = res2 + fcproj
+        op::residual_backward(dev, D("res2"), D("fcproj"), D("res3"), (int64_t)N * C);
+        // fcproj = fch_gelu·W2ᵀ + b2
+        op::matmul_backward(dev, D("fch_gelu"), G("mlp.proj.w"), G("mlp.proj.b"), D("fcproj"), A("fch_gelu"), P("mlp.proj.w"), N, 4 * C, C);
+        // fch_gelu = GELU(fch)
+        op::gelu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C);
+        // fch = ln2·W1ᵀ + b1
+        op::matmul_backward(dev, D("ln2"), G("mlp.fc.w"), G("mlp.fc.b"), D("fch"), A("ln2"), P("mlp.fc.w"), N, C, 4 * C);
+        // ln2 = LN2(res2)
+        op::layernorm_backward(dev, D("res2"), G("ln2.w"), G("ln2.b"), D("ln2"), A("res2"), P("ln2.w"), A("ln2.mean"), A("ln2.rstd"), N, C);
+        // res2 = x + attproj
+        op::residual_backward(dev, s.dact(in), D("attproj"), D("res2"), (int64_t)N * C);
+        // attproj = atty·Woᵀ + bo
+        op::matmul_backward(dev, D("atty"), G("attn.proj.w"), G("attn.proj.b"), D("attproj"), A("atty"), P("attn.proj.w"), N, C, C);
+        // atty = kattn(qkv; b_KV, b_D)
+        op::kernel_attention_backward(dev, D("qkv"), cfg.bias ? G("attn.bkv") : (real*)nullptr, cfg.bias ? G("attn.bd") : (real*)nullptr,
+                                      scratch_.ptr, D("atty"), A("atty"), A("phiq"), A("phik"), A("rphiq"), A("rphik"), A("den"), A("qkv"),
+                                      pos, cfg.bias ? P("attn.bkv") : (const real*)nullptr, cfg.bias ? P("attn.bd") : (const real*)nullptr,
+                                      B, T, C, NH);
+        // qkv = ln1·Wqkvᵀ + bqkv
+        op::matmul_backward(dev, D("ln1"), G("attn.qkv.w"), G("attn.qkv.b"), D("qkv"), A("ln1"), P("attn.qkv.w"), N, C, 3 * C);
+        // ln1 = LN1(x)
+        op::layernorm_backward(dev, s.dact(in), G("ln1.w"), G("ln1.b"), D("ln1"), s.act(in), P("ln1.w"), A("ln1.mean"), A("ln1.rstd"), N, C);
+    }
+    // encoded = wte[tokens] + 0
+    op::encoder_backward(dev, s.grad("wte"), (real*)nullptr, s.dact("encoded"), d_tokens_.ptr, d_zero_pos_.ptr, B, T, C, cfg.V, 1);
+}
+
+template <typename real>
+std::vector<real> KernelLM<real>::outputs() {
+    return s.fetch_act("logits");
+}
+
+// ------------------------------------------------------------------------------------------------------
+// streaming (recurrent) form
+
+template <typename real>
+typename KernelLM<real>::Stream KernelLM<real>::stream_start(int p0) {
+    const size_t m = cfg.hs(), per_S = (size_t)cfg.NH * m * m, per_z = (size_t)cfg.NH * m;
+    Stream st;
+    st.S.assign(cfg.L * per_S, real(0));
+    st.z.assign(cfg.L * per_z, real(0));
+    st.pos = p0;
+    if (cfg.bias)
+        for (int l = 0; l < cfg.L; l++) {
+            std::string h = "h." + std::to_string(l) + ".";
+            std::vector<real> bkv = s.to_host(s.params, s.ptable.offset(h + "attn.bkv"), per_S);
+            std::vector<real> bd = s.to_host(s.params, s.ptable.offset(h + "attn.bd"), per_z);
+            std::copy(bkv.begin(), bkv.end(), st.S.begin() + l * per_S);
+            std::copy(bd.begin(), bd.end(), st.z.begin() + l * per_z);
+        }
+    return st;
+}
+
+template <typename real>
+std::vector<real> KernelLM<real>::stream_step(Stream& st, int token) {
+    if (s.dev != Device::cpu) fail("the streaming form runs on the CPU only for now");
+    if (token < 0 || token >= cfg.V) fail(strfmt("token id %d outside the vocabulary [0, %d)", token, cfg.V));
+    if (st.pos < 0 || st.pos >= cfg.maxT) fail(strfmt("position %d outside [0, %d)", st.pos, cfg.maxT));
+    const Device dev = s.dev;
+    const int C = cfg.C, NH = cfg.NH;
+    const size_t m = cfg.hs(), per_S = (size_t)NH * m * m, per_z = (size_t)NH * m;
+    // one token's activations: x, ln, qkv(3C), atty, proj, res, fch(4C), gelu(4C), logits(V), mean, rstd
+    const size_t need = (size_t)C * 16 + cfg.V + 2;
+    if (step_buf_.n < need) step_buf_ = Buffer<real>(dev, need);
+    real* x = step_buf_.ptr;
+    real* ln = x + C;
+    real* qkv = ln + C;
+    real* atty = qkv + 3 * C;
+    real* proj = atty + C;
+    real* res = proj + C;
+    real* fch = res + C;
+    real* gel = fch + 4 * C;
+    real* logits = gel + 4 * C;
+    real* mean = logits + cfg.V;
+    real* rstd = mean + 1;
+    int zero = 0;
+    op::encoder_forward(dev, x, &token, &zero, s.param("wte"), zero_wpe_.ptr, 1, 1, C, cfg.V, 1);
+    for (int l = 0; l < cfg.L; l++) {
+        std::string h = "h." + std::to_string(l) + ".";
+        auto P = [&](const char* n) { return s.param(h + n); };
+        op::layernorm_forward(dev, ln, mean, rstd, x, P("ln1.w"), P("ln1.b"), 1, C);
+        op::matmul_forward(dev, qkv, ln, P("attn.qkv.w"), P("attn.qkv.b"), 1, C, 3 * C);
+        op::kernel_attention_step(dev, atty, st.S.data() + l * per_S, st.z.data() + l * per_z, qkv, st.pos, C, NH, cfg.eps);
+        op::matmul_forward(dev, proj, atty, P("attn.proj.w"), P("attn.proj.b"), 1, C, C);
+        op::residual_forward(dev, res, x, proj, (int64_t)C);
+        op::layernorm_forward(dev, ln, mean, rstd, res, P("ln2.w"), P("ln2.b"), 1, C);
+        op::matmul_forward(dev, fch, ln, P("mlp.fc.w"), P("mlp.fc.b"), 1, C, 4 * C);
+        op::gelu_forward(dev, gel, fch, (int64_t)4 * C);
+        op::matmul_forward(dev, proj, gel, P("mlp.proj.w"), P("mlp.proj.b"), 1, 4 * C, C);
+        op::residual_forward(dev, x, res, proj, (int64_t)C);
+    }
+    op::layernorm_forward(dev, ln, mean, rstd, x, s.param("lnf.w"), s.param("lnf.b"), 1, C);
+    op::matmul_forward(dev, logits, ln, s.param("wte"), (const real*)nullptr, 1, C, cfg.V);
+    st.pos++;
+    return std::vector<real>(logits, logits + cfg.V);
+}
+
+template <typename real>
+std::vector<int> KernelLM<real>::generate(const std::vector<int>& prompt, int n, int p0) {
+    Stream st = stream_start(p0);
+    std::vector<real> logits;
+    for (int t : prompt) logits = stream_step(st, t);
+    std::vector<int> out;
+    for (int i = 0; i < n; i++) {
+        if (logits.empty()) logits = stream_step(st, 0);  // empty prompt: start from token 0
+        int next = (int)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        out.push_back(next);
+        if (i + 1 < n) logits = stream_step(st, next);
+    }
+    return out;
+}
+
+template struct KernelLM<float>;
+template struct KernelLM<double>;
+
+}  // namespace icl

@@ -1,0 +1,566 @@
+// Tests of the Contextually Guided Transformer (src/models/cgt.h, src/layers/generator.h, src/layers/cgt_ops.h):
+// fp64 finite-difference checks of every new layer and of the whole loss (incl. the aux path), and the
+// invariants of spec/cgt.md §7 as assertions.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "data/arith.h"
+#include "data/linreg.h"
+#include "engine/rng.h"
+#include "fdcheck.h"
+#include "layers/cgt_ops.h"
+#include "layers/generator.h"
+#include "models/cgt.h"
+#include "models/fdcheck.h"
+#include "models/gpt.h"
+
+using namespace icl;
+
+namespace {
+
+std::vector<double> randn(size_t n, uint64_t seed, double std = 1.0) {
+    std::vector<double> v(n);
+    Rng r(seed);
+    fill_normal(v.data(), n, r, 0.0, std);
+    return v;
+}
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); i++) s += a[i] * b[i];
+    return s;
+}
+
+CGTConfig tiny_cfg(int T, MixFn h = MixFn::tanh) {
+    CGTConfig c;
+    c.L = 3; c.ell = 2; c.dx = 6; c.dy = 4; c.NHx = 2; c.NHy = 2; c.r = 2; c.M = 3; c.h = h; c.V = ARITH_VOCAB; c.maxT = T + 2;
+    return c;
+}
+
+Batch tiny_arith(int B, int T, uint64_t seed) {
+    Rng rng(seed);
+    Batch full = arith_batch(ArithConfig{}, B, rng), bt;
+    bt.B = B; bt.T = T;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            bt.tokens.push_back(full.tokens[(size_t)b * full.T + t]);
+            bt.targets.push_back(full.targets[(size_t)b * full.T + t]);
+            bt.mask.push_back(1.0f + 0.25f * (float)((b + t) % 3));
+        }
+    return bt;
+}
+
+// Random parameters everywhere (L templates non-zero, so y matters); LN gains around 1.
+template <typename Model>
+void randomize(Model& m, uint64_t seed, double std) {
+    std::vector<double> p(m.s.ptable.total);
+    Rng r(seed);
+    fill_normal(p.data(), p.size(), r, 0.0, std);
+    for (size_t i = 0; i < m.s.ptable.size(); i++)
+        if (m.s.ptable.specs[i].init == Init::ones)
+            for (int64_t k = 0; k < m.s.ptable.specs[i].numel(); k++) p[m.s.ptable.offsets[i] + k] += 1;
+    std::vector<std::remove_reference_t<decltype(*m.s.params.ptr)>> q(p.begin(), p.end());
+    m.s.upload(m.s.params, 0, q.data(), q.size());
+}
+
+void set_param(CGT<double>& m, const std::string& name, double v) {
+    std::vector<double> z(m.s.ptable.spec(name).numel(), v);
+    m.s.upload(m.s.params, m.s.ptable.offset(name), z.data(), z.size());
+}
+
+// Copy the x-stream tensors (GPT names) of a CGT into a GPT.
+void copy_x(CGT<double>& c, GPT<double>& g) {
+    for (size_t i = 0; i < g.s.ptable.size(); i++) {
+        auto& sp = g.s.ptable.specs[i];
+        auto w = c.s.to_host(c.s.params, c.s.ptable.offset(sp.name), sp.numel());
+        g.s.upload(g.s.params, g.s.ptable.offsets[i], w.data(), w.size());
+    }
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b, size_t n = 0) {
+    if (n == 0) { REQUIRE(a.size() == b.size()); n = a.size(); }
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = std::max(m, std::fabs(a[i] - b[i]));
+    return m;
+}
+
+void check_rows(const std::vector<TensorDiff>& rows) {
+    for (auto& r : rows) {
+        CAPTURE(r.name);
+        CHECK(r.pass);
+        CHECK(r.nonfinite == 0);
+    }
+}
+
+}  // namespace
+
+TEST_SUITE("cgt") {
+
+TEST_CASE("generator T^κ: fp64 finite differences, tanh and softmax") {
+    const int N = 5, C = 7, Dy = 3, M = 3, r = 2, Mr = M * r;
+    for (MixFn h : {MixFn::tanh, MixFn::softmax}) {
+        CAPTURE((int)h);
+        auto u = randn((size_t)N * C, 1), y = randn((size_t)N * Dy, 2), S = randn((size_t)M * (Dy + 1), 3, 0.7),
+             Lw = randn((size_t)C * Mr, 4, 0.5), Rw = randn((size_t)(C + 1) * Mr, 5, 0.5), W = randn((size_t)N * C, 6);
+        std::vector<double> out(N * C), c(N * M), P(N * Mr), z(N * r), G(N * Mr);
+        auto loss = [&] {
+            generator_forward(out.data(), c.data(), P.data(), z.data(), G.data(), u.data(), y.data(), S.data(), Lw.data(), Rw.data(), N, C, Dy, M, r, h);
+            return dot(out, W);
+        };
+        loss();
+        std::vector<double> du(N * C, 0.5), dy(N * Dy, 0.25), dS(S.size(), 0), dL(Lw.size(), 0), dR(Rw.size(), 0),
+            sc(generator_scratch_size(N, M, r));
+        generator_backward(du.data(), dy.data(), dS.data(), dL.data(), dR.data(), sc.data(), W.data(), u.data(), y.data(), c.data(), P.data(),
+                           z.data(), G.data(), S.data(), Lw.data(), Rw.data(), N, C, Dy, M, r, h);
+        for (auto& v : du) v -= 0.5;  // accumulation: the backward adds onto what was there
+        for (auto& v : dy) v -= 0.25;
+        check_gradient("u", loss, u.data(), u.size(), du.data());
+        check_gradient("y", loss, y.data(), y.size(), dy.data());
+        check_gradient("S", loss, S.data(), S.size(), dS.data());
+        check_gradient("L", loss, Lw.data(), Lw.size(), dL.data());
+        check_gradient("R", loss, Rw.data(), Rw.size(), dR.data());
+    }
+}
+
+TEST_CASE("generator: δW has rank ≤ r and is quadratic in σ; softmax sums to 1, tanh |σ| < 1 (spec §7.6, §7.16)") {
+    const int C = 9, Dy = 3, M = 4, r = 2, Mr = M * r, N = C + 1;
+    auto y1 = randn(Dy, 7), S = randn((size_t)M * (Dy + 1), 8, 3.0), Lw = randn((size_t)C * Mr, 9), Rw = randn((size_t)(C + 1) * Mr, 10);
+    // rows: u = e_j (j < C) and u = 0; δW[:, j] = out(e_j) − e_j − out(0) + 0, δW[:, C] = out(0)
+    auto deltaW = [&](const std::vector<double>& L_, const std::vector<double>& R_, MixFn h) {
+        std::vector<double> u((size_t)N * C, 0.0), y((size_t)N * Dy), out(N * C), c(N * M), P(N * Mr), z(N * r), G(N * Mr);
+        for (int j = 0; j < C; j++) u[(size_t)j * C + j] = 1;
+        for (int n = 0; n < N; n++) std::copy(y1.begin(), y1.end(), y.begin() + (size_t)n * Dy);
+        generator_forward(out.data(), c.data(), P.data(), z.data(), G.data(), u.data(), y.data(), S.data(), L_.data(), R_.data(), N, C, Dy, M, r, h);
+        std::vector<double> dW((size_t)C * (C + 1));
+        for (int i = 0; i < C; i++) {
+            const double db = out[(size_t)C * C + i];
+            for (int j = 0; j < C; j++) dW[(size_t)i * (C + 1) + j] = out[(size_t)j * C + i] - (i == j) - db;
+            dW[(size_t)i * (C + 1) + C] = db;
+        }
+        return dW;
+    };
+    for (MixFn h : {MixFn::tanh, MixFn::softmax}) {
+        auto dW = deltaW(Lw, Rw, h);
+        // numerical rank by Gaussian elimination with full pivoting
+        std::vector<double> A = dW;
+        const int R = C, K = C + 1;
+        double amax = 0;
+        for (double v : A) amax = std::max(amax, std::fabs(v));
+        REQUIRE(amax > 1e-3);
+        int rank = 0;
+        std::vector<bool> used_r(R, false), used_c(K, false);
+        for (int step = 0; step < R; step++) {
+            int pi = -1, pj = -1;
+            double best = 0;
+            for (int i = 0; i < R; i++) if (!used_r[i]) for (int j = 0; j < K; j++) if (!used_c[j] && std::fabs(A[(size_t)i * K + j]) > best) { best = std::fabs(A[(size_t)i * K + j]); pi = i; pj = j; }
+            if (best < 1e-10 * amax) break;
+            rank++;
+            used_r[pi] = used_c[pj] = true;
+            for (int i = 0; i < R; i++) if (i != pi) {
+                const double f = A[(size_t)i * K + pj] / A[(size_t)pi * K + pj];
+                for (int j = 0; j < K; j++) A[(size_t)i * K + j] -= f * A[(size_t)pi * K + j];
+            }
+        }
+        CHECK(rank == r);
+        // scaling σ by λ = scaling every L^m and R^m by λ  ⇒  δW scales by λ²
+        const double lam = 1.7;
+        std::vector<double> L2 = Lw, R2 = Rw;
+        for (auto& v : L2) v *= lam;
+        for (auto& v : R2) v *= lam;
+        auto dW2 = deltaW(L2, R2, h);
+        for (size_t i = 0; i < dW.size(); i++) CHECK(dW2[i] == doctest::Approx(lam * lam * dW[i]).epsilon(1e-10));
+        // mixing coefficients
+        std::vector<double> y = randn(6 * Dy, 11, 0.3), c(6 * M);
+        generator_mix(c.data(), y.data(), S.data(), 6, Dy, M, h);
+        for (int n = 0; n < 6; n++) {
+            double sum = 0;
+            for (int m = 0; m < M; m++) { sum += c[n * M + m]; if (h == MixFn::tanh) CHECK(std::fabs(c[n * M + m]) < 1.0); }
+            if (h == MixFn::softmax) CHECK(sum == doctest::Approx(1.0).epsilon(1e-14));
+        }
+    }
+}
+
+TEST_CASE("R_C, R_D, VAE KL, reparameterization: fp64 finite differences") {
+    const int B = 3, T = 5, D = 4;
+    auto y = randn((size_t)B * T * D, 21), W = randn((size_t)B * T * D, 22);
+    {
+        std::vector<double> dy(y.size(), 0);
+        continuity_reg_backward(dy.data(), y.data(), 1.0, B, T, D);
+        check_gradient("R_C", [&] { return continuity_reg_forward(y.data(), B, T, D); }, y.data(), y.size(), dy.data());
+    }
+    {
+        std::vector<double> dy(y.size(), 0);
+        decorrelation_reg_backward(dy.data(), y.data(), 1.0, B, T, D);
+        check_gradient("R_D", [&] { return decorrelation_reg_forward(y.data(), B, T, D); }, y.data(), y.size(), dy.data());
+    }
+    {
+        std::vector<double> Kinv;
+        double logdet = gp_kernel_inverse(T, 0.1, 1.3, Kinv);
+        auto lv = randn(y.size(), 23, 0.5);
+        std::vector<double> dmu(y.size(), 0), dlv(y.size(), 0);
+        gp_kl_backward(dmu.data(), dlv.data(), y.data(), lv.data(), Kinv.data(), 1.0, B, T, D);
+        auto kl = [&] { return gp_kl_forward(y.data(), lv.data(), Kinv.data(), logdet, B, T, D); };
+        check_gradient("KL dmu", kl, y.data(), y.size(), dmu.data());
+        check_gradient("KL dlogv", kl, lv.data(), lv.size(), dlv.data());
+        auto eps = randn(y.size(), 24);
+        std::vector<double> out(y.size()), dmu2(y.size(), 0), dlv2(y.size(), 0);
+        reparam_backward(dmu2.data(), dlv2.data(), W.data(), lv.data(), eps.data(), (int64_t)y.size());
+        auto f = [&] { reparam_forward(out.data(), y.data(), lv.data(), eps.data(), (int64_t)y.size()); return dot(out, W); };
+        check_gradient("reparam dmu", f, y.data(), y.size(), dmu2.data());
+        check_gradient("reparam dlogv", f, lv.data(), lv.size(), dlv2.data());
+    }
+}
+
+TEST_CASE("R_C and R_D properties (spec §7.13, §7.14); VAE KL properties (§7.15)") {
+    const int B = 3, T = 6, D = 4;
+    // R_C = 0 for a constant direction, invariant to positive per-position rescaling, terms in [0,4]
+    auto dir = randn(D, 31);
+    std::vector<double> y((size_t)B * T * D), y2;
+    Rng r(5);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < D; i++) y[((size_t)b * T + t) * D + i] = (0.5 + t + b) * dir[i];
+    CHECK(continuity_reg_forward(y.data(), B, T, D) < 1e-12);  // not exactly 0: n = y/(‖y‖+1e-6)
+    auto yr = randn(y.size(), 32);
+    y2 = yr;
+    for (size_t n = 0; n < (size_t)B * T; n++) { double c = 0.1 + 3 * r.uniform(); for (int i = 0; i < D; i++) y2[n * D + i] *= c; }
+    const double rc = continuity_reg_forward(yr.data(), B, T, D);
+    CHECK(rc > 0);
+    CHECK(rc <= 4.0);
+    CHECK(continuity_reg_forward(y2.data(), B, T, D) == doctest::Approx(rc).epsilon(1e-5));
+    std::vector<double> anti(2 * D);  // opposite directions: the term is 4
+    for (int i = 0; i < D; i++) { anti[i] = dir[i]; anti[D + i] = -dir[i]; }
+    CHECK(continuity_reg_forward(anti.data(), 1, 2, D) == doctest::Approx(4.0).epsilon(1e-5));
+    // R_D: 0 for B = 1; 0 for orthonormal rows; invariant to rescaling; Welch bound for B > D
+    CHECK(decorrelation_reg_forward(yr.data(), 1, T, D) == 0.0);
+    std::vector<double> orth((size_t)3 * T * D, 0.0);
+    for (int b = 0; b < 3; b++) for (int t = 0; t < T; t++) orth[((size_t)b * T + t) * D + b] = 1.0 + t;
+    CHECK(decorrelation_reg_forward(orth.data(), 3, T, D) < 1e-20);
+    CHECK(decorrelation_reg_forward(y2.data(), B, T, D) == doctest::Approx(decorrelation_reg_forward(yr.data(), B, T, D)).epsilon(1e-5));
+    const int Bw = 9;
+    auto yw = randn((size_t)Bw * T * D, 33);
+    CHECK(decorrelation_reg_forward(yw.data(), Bw, T, D) >= ((double)Bw / D - 1) / (Bw - 1) * (1 - 1e-6));
+    // KL with 𝒦 = I: ½Σ(v + μ² − log v − 1) ≥ 0, 0 at μ = 0, v = 1
+    std::vector<double> Kinv, K;
+    double logdet = gp_kernel_inverse(T, 1.0, 2.0, Kinv);
+    CHECK(std::fabs(logdet) < 1e-12);
+    std::vector<double> zero(y.size(), 0.0);
+    CHECK(std::fabs(gp_kl_forward(zero.data(), zero.data(), Kinv.data(), logdet, B, T, D)) < 1e-12);
+    auto lv = randn(y.size(), 34, 0.5);
+    double ref = 0;
+    for (size_t i = 0; i < y.size(); i++) ref += 0.5 * (std::exp(lv[i]) + yr[i] * yr[i] - lv[i] - 1);
+    CHECK(gp_kl_forward(yr.data(), lv.data(), Kinv.data(), logdet, B, T, D) == doctest::Approx(ref / (B * T)).epsilon(1e-12));
+    CHECK(ref > 0);
+    // 𝒦 = ν I + (1−ν) RBF: SPD, 𝒦·𝒦⁻¹ ≈ I even where RBF alone is singular (λ ≫ 1)
+    const int Tk = 20;
+    gp_kernel_inverse(Tk, 0.03, 0.1 * 244, Kinv, &K);
+    double err = 0;
+    for (int i = 0; i < Tk; i++)
+        for (int j = 0; j < Tk; j++) {
+            double s = 0;
+            for (int k = 0; k < Tk; k++) s += K[(size_t)i * Tk + k] * Kinv[(size_t)k * Tk + j];
+            err = std::max(err, std::fabs(s - (i == j)));
+        }
+    CHECK(err < 1e-8);
+    for (int i = 0; i < Tk; i++) { CHECK(Kinv[(size_t)i * Tk + i] > 0); CHECK(Kinv[(size_t)i * Tk + i] <= 1 / 0.03 + 1e-9); }
+}
+
+TEST_CASE("whole-model fp64 gradient check: dual-stream CE only (η = 1)") {
+    for (MixFn h : {MixFn::tanh, MixFn::softmax}) {
+        CGT<double> m(tiny_cfg(7, h), Device::cpu, 3);
+        randomize(m, 5, 0.3);
+        auto rows = fd_check_params(m, tiny_arith(2, 7, 9), 1e-5, 1e-8, 1e-6);
+        REQUIRE(rows.size() == m.s.ptable.size());
+        check_rows(rows);
+    }
+}
+
+TEST_CASE("whole-model fp64 gradient check: full loss η·CE + (1−η)·aux + w_C·R_C + w_D·R_D, with and without horizon") {
+    for (int horizon : {0, 3}) {
+        CAPTURE(horizon);
+        CGT<double> m(tiny_cfg(8), Device::cpu, 4);
+        randomize(m, 6, 0.3);
+        m.loss.eta = 0.5; m.loss.wC = 0.3; m.loss.wD = 0.2; m.loss.horizon = horizon;
+        m.set_aux_positions(horizon ? std::vector<int>{2, 5, 3} : std::vector<int>{2, 6, 4});
+        Batch bt = tiny_arith(3, 8, 10);
+        check_rows(fd_check_params(m, bt, 1e-5, 1e-8, 1e-6));
+        CHECK(m.last_aux > 0);
+        CHECK(m.last_rc > 0);
+        CHECK(m.last_rd > 0);
+    }
+}
+
+TEST_CASE("gradient check: aux loss alone (η = 0) reaches the y stream only through ỹ (scatter into dy^ℓ[b, s_b−1])") {
+    CGT<double> m(tiny_cfg(7), Device::cpu, 5);
+    randomize(m, 7, 0.3);
+    m.loss.eta = 0.0;
+    m.set_aux_positions({3, 5});
+    Batch bt = tiny_arith(2, 7, 11);
+    auto rows = fd_check_params(m, bt, 1e-5, 1e-8, 1e-6);
+    check_rows(rows);
+    // y^ℓ gets gradient only at the rows p_b − 1; the main logits get none (no L_ce gradient at η = 0)
+    auto dyl = m.s.to_host(m.s.dacts, m.s.gtable.offset("yl"), (size_t)2 * 7 * 4);
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < 7; t++) {
+            double n = 0;
+            for (int i = 0; i < 4; i++) n += std::fabs(dyl[((size_t)b * 7 + t) * 4 + i]);
+            if (t == m.aux_p[b] - 1) CHECK(n > 0); else CHECK(n == 0.0);
+        }
+    auto dlog = m.s.to_host(m.s.dacts, m.s.gtable.offset("logits"), (size_t)2 * 7 * ARITH_VOCAB);
+    for (double v : dlog) REQUIRE(v == 0.0);
+    double gy = 0;
+    auto g = m.s.to_host(m.s.grads, m.s.ptable.offset("h.0.y.attn.qkv.w"), m.s.ptable.spec("h.0.y.attn.qkv.w").numel());
+    for (double v : g) gy += std::fabs(v);
+    CHECK(gy > 0);
+}
+
+TEST_CASE("whole-model fp64 gradient check: VAE (KL against the GP prior, reparameterized y) and vector input + MSE head") {
+    {
+        CGTConfig c = tiny_cfg(7);
+        c.vae = true;
+        CGT<double> m(c, Device::cpu, 6);
+        randomize(m, 8, 0.3);
+        m.loss.eta = 0.5; m.loss.beta = 0.7; m.loss.nu_K = 0.1; m.loss.lambda = 0.2;
+        m.set_aux_positions({2, 4});
+        Batch bt = tiny_arith(2, 7, 12);
+        check_rows(fd_check_params(m, bt, 1e-5, 1e-8, 1e-6));
+        CHECK(m.last_kl > 0);
+    }
+    {
+        CGTConfig c = tiny_cfg(10);
+        c.d_in = 3; c.d_out = 1; c.V = 0;
+        CGT<double> m(c, Device::cpu, 7);
+        randomize(m, 9, 0.3);
+        m.loss.eta = 0.5; m.loss.wC = 0.1;
+        m.set_aux_positions({4, 6});
+        Rng rng(3);
+        Batch bt = linreg_batch(LinRegConfig{3, 1, 5, 0.1}, 2, rng);
+        check_rows(fd_check_params(m, bt, 1e-5, 1e-8, 1e-6));
+    }
+}
+
+TEST_CASE("x-stream independence (spec §7.1): x activations of blocks ≤ ℓ ignore y⁰ and every y parameter") {
+    CGT<double> m(tiny_cfg(9), Device::cpu, 8);
+    randomize(m, 10, 0.3);
+    Batch bt = tiny_arith(2, 9, 13);
+    m.forward(bt);
+    std::vector<std::vector<double>> ref;
+    const char* names[] = {"ln1", "qkv", "res2", "ln2", "fch", "res3"};
+    for (int b = 0; b < 2; b++) for (auto n : names) ref.push_back(m.s.fetch_act("h." + std::to_string(b) + "." + n));
+    auto yl0 = m.s.fetch_act("yl");
+    for (size_t i = 0; i < m.s.ptable.size(); i++) {
+        auto& sp = m.s.ptable.specs[i];
+        if (sp.name.find(".y.") == std::string::npos && sp.name.find("_y") == std::string::npos) continue;
+        auto v = randn(sp.numel(), 100 + i, 1.0);
+        m.s.upload(m.s.params, m.s.ptable.offsets[i], v.data(), v.size());
+    }
+    m.forward(bt);
+    size_t k = 0;
+    for (int b = 0; b < 2; b++)
+        for (auto n : names) CHECK(max_abs_diff(ref[k++], m.s.fetch_act("h." + std::to_string(b) + "." + n)) == 0.0);
+    CHECK(max_abs_diff(yl0, m.s.fetch_act("yl")) > 1e-3);  // the perturbation did reach y
+}
+
+TEST_CASE("baseline equivalence (spec §7.2) and zero gradient into y (§7.3)") {
+    const int T = 8;
+    Batch bt = tiny_arith(2, T, 14);
+    auto run_gpt = [&](CGT<double>& m) {
+        GPT<double> g(m.cfg.x_config(), Device::cpu, 1);
+        copy_x(m, g);
+        double lg = g.forward(bt);
+        return std::make_pair(lg, g.outputs());
+    };
+    {   // L^{κ,m} = 0
+        CGT<double> m(tiny_cfg(T), Device::cpu, 9);
+        randomize(m, 11, 0.3);
+        for (const char* k : {"h.2.gen.att.L", "h.2.gen.mlp.L"}) set_param(m, k, 0.0);
+        double lc = m.forward(bt);
+        auto [lg, og] = run_gpt(m);
+        CHECK(max_abs_diff(m.outputs(), og) < 1e-12);
+        CHECK(lc == doctest::Approx(lg).epsilon(1e-12));
+        m.backward();
+        auto dyl = m.s.to_host(m.s.dacts, m.s.gtable.offset("yl"), (size_t)2 * T * 4);
+        for (double v : dyl) REQUIRE(v == 0.0);
+    }
+    {   // tanh with S = 0: σ = 0, T = identity
+        CGT<double> m(tiny_cfg(T), Device::cpu, 10);
+        randomize(m, 12, 0.3);
+        for (const char* k : {"h.2.gen.att.S", "h.2.gen.mlp.S"}) set_param(m, k, 0.0);
+        m.forward(bt);
+        CHECK(max_abs_diff(m.outputs(), run_gpt(m).second) < 1e-12);
+        // ...but softmax with S = 0 gives σ = 1/M, not identity
+        CGT<double> ms(tiny_cfg(T, MixFn::softmax), Device::cpu, 10);
+        randomize(ms, 12, 0.3);
+        for (const char* k : {"h.2.gen.att.S", "h.2.gen.mlp.S"}) set_param(ms, k, 0.0);
+        ms.forward(bt);
+        CHECK(max_abs_diff(ms.outputs(), run_gpt(ms).second) > 1e-6);
+    }
+    {   // ℓ = 0 or d_y = 0: exactly the GPT registry; L = ℓ: y present but logits = GPT
+        CGTConfig c = tiny_cfg(T);
+        c.ell = 0;
+        CHECK(cgt_parameters(c).count() == gpt_parameters(c.x_config()).count());
+        c.ell = 2; c.dy = 0;
+        CHECK(cgt_parameters(c).size() == gpt_parameters(c.x_config()).size());
+        c = tiny_cfg(T);
+        c.ell = c.L;
+        CGT<double> m(c, Device::cpu, 11);
+        randomize(m, 13, 0.3);
+        m.forward(bt);
+        CHECK(max_abs_diff(m.outputs(), run_gpt(m).second) < 1e-12);
+    }
+    // a default-initialized CGT (L = 0 at init) is the baseline on the x path
+    CGT<double> m0(tiny_cfg(T), Device::cpu, 12);
+    m0.forward(bt);
+    CHECK(max_abs_diff(m0.outputs(), run_gpt(m0).second) < 1e-12);
+}
+
+TEST_CASE("causality (§7.4) and prefix consistency (§7.5)") {
+    const int T = 9;
+    CGT<double> m(tiny_cfg(T), Device::cpu, 13);
+    randomize(m, 14, 0.3);
+    Batch bt = tiny_arith(2, T, 15);
+    m.forward(bt);
+    auto lg = m.outputs(), yl = m.s.fetch_act("yl");
+    const int t0 = 4, V = ARITH_VOCAB, dy = 4;
+    Batch b2 = bt;
+    for (int b = 0; b < 2; b++) for (int t = t0 + 1; t < T; t++) b2.tokens[b * T + t] = (b2.tokens[b * T + t] + 5) % V;
+    m.forward(b2);
+    auto lg2 = m.outputs(), yl2 = m.s.fetch_act("yl");
+    for (int b = 0; b < 2; b++) {
+        for (int t = 0; t < T; t++) {
+            double dl = 0, dyv = 0;
+            for (int v = 0; v < V; v++) dl = std::max(dl, std::fabs(lg[((size_t)b * T + t) * V + v] - lg2[((size_t)b * T + t) * V + v]));
+            for (int i = 0; i < dy; i++) dyv = std::max(dyv, std::fabs(yl[((size_t)b * T + t) * dy + i] - yl2[((size_t)b * T + t) * dy + i]));
+            if (t <= t0) { CHECK(dl < 1e-13); CHECK(dyv < 1e-13); }
+            else CHECK(dl > 1e-9);
+        }
+    }
+    // frozen mode too: the x-only pass with a frozen y is causal
+    std::vector<double> yf((size_t)2 * dy, 0.3);
+    auto f1 = m.transplant_outputs(bt, yf), f2 = m.transplant_outputs(b2, yf);
+    for (int b = 0; b < 2; b++) CHECK(max_abs_diff(std::vector<double>(f1.begin() + b * T * V, f1.begin() + (b * T + t0 + 1) * V),
+                                                   std::vector<double>(f2.begin() + b * T * V, f2.begin() + (b * T + t0 + 1) * V)) < 1e-13);
+    // prefix consistency: y^ℓ_{s−1} of the full pass = the last y^ℓ of a pass on the prefix alone
+    const int p = 5;
+    Batch pre = tiny_arith(2, p, 15);
+    auto yp = m.dynamic_y(pre), yfull = m.dynamic_y(bt);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < dy; i++) CHECK(std::fabs(yp[((size_t)b * p + p - 1) * dy + i] - yfull[((size_t)b * T + p - 1) * dy + i]) < 1e-13);
+}
+
+TEST_CASE("folding (§7.7), specialization equivalence (§7.8 a = c), frozen = dynamic-override (§7.9)") {
+    const int T = 9, V = ARITH_VOCAB, dy = 4;
+    for (MixFn h : {MixFn::tanh, MixFn::softmax}) {
+        CGT<double> m(tiny_cfg(T, h), Device::cpu, 14);
+        randomize(m, 15, 0.4);
+        Batch bt = tiny_arith(2, T, 16);
+        std::vector<int> p = {3, 5};
+        int Tr = 0;
+        auto spec = m.frozen_outputs(bt, p, &Tr);
+        REQUIRE(Tr == T - 3);
+        auto y = m.dynamic_y(bt);
+        for (int b = 0; b < 2; b++) {
+            std::vector<double> yt(y.begin() + ((size_t)b * T + p[b] - 1) * dy, y.begin() + ((size_t)b * T + p[b]) * dy);
+            GPT<double> g(m.cfg.x_config(), Device::cpu, 1);
+            m.fold_into(g, yt);
+            // (c) the folded model on the remainder, absolute positions
+            Batch r;
+            r.B = 1; r.T = T - p[b];
+            for (int t = p[b]; t < T; t++) { r.tokens.push_back(bt.tokens[b * T + t]); r.pos.push_back(t); }
+            g.forward(r);
+            auto og = g.outputs();
+            std::vector<double> sa(spec.begin() + (size_t)b * Tr * V, spec.begin() + ((size_t)b * Tr + r.T) * V);
+            CHECK(max_abs_diff(sa, og) < 1e-11);
+            // §7.9: full-sequence pass with y^ℓ_t := ỹ everywhere = folded model on the full sequence
+            Batch one;
+            one.B = 1; one.T = T;
+            one.tokens.assign(bt.tokens.begin() + b * T, bt.tokens.begin() + (b + 1) * T);
+            auto fz = m.transplant_outputs(one, yt);
+            g.forward(one);
+            CHECK(max_abs_diff(fz, g.outputs()) < 1e-11);
+            CHECK(max_abs_diff(fz, std::vector<double>(og.size(), 0.0), 1) > 0);  // non-trivial
+        }
+    }
+}
+
+TEST_CASE("inference modes: ctx mode, EMA γ = 0 / γ = 1 (§7.10), dynamic through forward_with_y") {
+    const int T = 9, dy = 4;
+    CGT<double> m(tiny_cfg(T), Device::cpu, 15);
+    randomize(m, 16, 0.4);
+    Batch bt = tiny_arith(2, T, 17);
+    m.forward(bt);
+    auto dyn = m.outputs();
+    auto y = m.dynamic_y(bt);
+    CHECK(max_abs_diff(m.forward_with_y(bt, y), dyn) < 1e-12);                      // x-only pass with its own y = dynamic
+    std::vector<double> yinit = randn((size_t)2 * dy, 40);
+    CHECK(max_abs_diff(m.ema_outputs(bt, yinit, 1.0), dyn) < 1e-12);                 // γ = 1: the uninformed dynamic run
+    CHECK(max_abs_diff(m.ema_outputs(bt, yinit, 0.0), m.transplant_outputs(bt, yinit)) < 1e-12);  // γ = 0: frozen at y_init
+    // ctx mode: rows < p equal the dynamic rows; rows ≥ p differ from dynamic
+    std::vector<int> p = {4, 6};
+    auto ctx = m.frozen_ctx_outputs(bt, p);
+    const int V = ARITH_VOCAB;
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < T; t++) {
+            double d = 0;
+            for (int v = 0; v < V; v++) d = std::max(d, std::fabs(ctx[((size_t)b * T + t) * V + v] - dyn[((size_t)b * T + t) * V + v]));
+            if (t < p[b]) CHECK(d < 1e-12); else if (t > p[b]) CHECK(d > 1e-9);
+        }
+}
+
+TEST_CASE("loss composition (§7.17)") {
+    const int T = 9;
+    Batch bt = tiny_arith(3, T, 18);
+    CGT<double> m(tiny_cfg(T), Device::cpu, 16);
+    randomize(m, 17, 0.3);
+    // η = 1, w = 0: loss = L_ce exactly, no aux pass
+    double l1 = m.forward(bt);
+    CHECK(l1 == m.last_ce);
+    CHECK(m.last_aux_targets == 0);
+    CHECK(!m.s.atable.has("aux.logits"));
+    // horizon Δ: every sample contributes exactly Δ aux targets
+    m.loss.eta = 0.5; m.loss.horizon = 4; m.hold_random = false;
+    for (int rep = 0; rep < 3; rep++) { m.forward(bt); CHECK(m.last_aux_targets == 3 * 4); }
+    // s = n − 1 (p = T − 1): exactly one aux target, = CE of the frozen model predicting the last target
+    m.loss.horizon = 0;
+    Batch b1 = bt;
+    for (auto& w : b1.mask) w = 1.0f;
+    m.set_aux_positions({T - 1, T - 1, T - 1});
+    double tot = m.forward(b1);
+    CHECK(m.last_aux_targets == 3);
+    CHECK(tot == doctest::Approx(0.5 * m.last_ce + 0.5 * m.last_aux).epsilon(1e-14));
+    const double aux = m.last_aux;
+    int Tr = 0;
+    auto fz = m.frozen_outputs(b1, {T - 1, T - 1, T - 1}, &Tr);
+    REQUIRE(Tr == 1);
+    double ce = 0;
+    for (int b = 0; b < 3; b++) {
+        const double* z = &fz[(size_t)b * ARITH_VOCAB];
+        double mx = *std::max_element(z, z + ARITH_VOCAB), s = 0;
+        for (int v = 0; v < ARITH_VOCAB; v++) s += std::exp(z[v] - mx);
+        ce += (std::log(s) + mx - z[b1.targets[b * T + T - 1]]) / 3;
+    }
+    CHECK(aux == doctest::Approx(ce).epsilon(1e-12));
+}
+
+TEST_CASE("float model trains: loss goes down on the arithmetic task with aux + regularizers") {
+    CGTConfig c;
+    c.L = 2; c.ell = 1; c.dx = 16; c.dy = 8; c.NHx = 2; c.NHy = 2; c.r = 2; c.M = 4; c.V = ARITH_VOCAB; c.maxT = 64;
+    CGT<float> m(c, Device::cpu, 1);
+    m.loss.eta = 0.5; m.loss.wC = 0.08; m.loss.wD = 0.04; m.loss.horizon = 10;
+    Rng rng(4);
+    ArithConfig ac{1, 4, 1};
+    AdamWConfig ad;
+    double first = 0, last = 0;
+    for (int step = 0; step < 40; step++) {
+        Batch bt = arith_batch(ac, 8, rng);
+        double l = m.forward(bt);
+        m.backward();
+        m.s.update(ad, 3e-3);
+        if (step < 5) first += l / 5;
+        if (step >= 35) last += l / 5;
+    }
+    CHECK(last < first - 0.3);
+}
+
+}  // TEST_SUITE

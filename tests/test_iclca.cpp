@@ -1,0 +1,462 @@
+// Tests of kernel attention (src/layers/kernel_attention.h), the kernel LM (src/models/kernel_lm.h) and the
+// exact ICL-to-bias conversion (src/models/iclca.h): every numerically checkable invariant of
+// spec/iclca.md §6 that concerns the exact path, as assertions. Shapes are tiny and odd.
+#include <doctest/doctest.h>
+
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "engine/rng.h"
+#include "fdcheck.h"
+#include "layers/kernel_attention.h"
+#include "layers/rope.h"
+#include "models/fdcheck.h"
+#include "models/iclca.h"
+#include "models/kernel_lm.h"
+
+using namespace icl;
+
+namespace {
+
+// Straight from the definition (spec §1.6 Eq. 13): O(T²) per head, no chunks, no state. The reference the
+// chunked form is compared with.
+void kattn_reference(std::vector<double>& out, const std::vector<double>& qkv, const std::vector<int>& pos,
+                     const double* bkv, const double* bd, int B, int T, int C, int NH, double eps) {
+    const int hs = C / NH, m = hs;
+    out.assign((size_t)B * T * C, 0.0);
+    auto phi = [](double x) { return x > 0 ? x + 1 : std::exp(x); };
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const double* q = &qkv[((size_t)b * T + i) * 3 * C + h * hs];
+                std::vector<double> a(m), ah(m), tab(m);
+                for (int k = 0; k < m; k++) a[k] = phi(q[k]);
+                rope_table(tab.data(), pos[b * T + i], m);
+                rope_apply(ah.data(), a.data(), tab.data(), m);
+                std::vector<double> num(hs, 0.0);
+                double den = eps;
+                for (int k = 0; k < m; k++) {
+                    if (bd) den += a[k] * bd[h * m + k];
+                    if (bkv) for (int d = 0; d < hs; d++) num[d] += ah[k] * bkv[((size_t)h * m + k) * hs + d];
+                }
+                for (int j = 0; j <= i; j++) {
+                    const double* kk = &qkv[((size_t)b * T + j) * 3 * C + C + h * hs];
+                    const double* v = kk + C;
+                    std::vector<double> c(m), ch(m), tj(m);
+                    for (int k = 0; k < m; k++) c[k] = phi(kk[k]);
+                    rope_table(tj.data(), pos[b * T + j], m);
+                    rope_apply(ch.data(), c.data(), tj.data(), m);
+                    double score = 0;
+                    for (int k = 0; k < m; k++) { score += ah[k] * ch[k]; den += a[k] * c[k]; }
+                    for (int d = 0; d < hs; d++) num[d] += score * v[d];
+                }
+                for (int d = 0; d < hs; d++) out[((size_t)b * T + i) * C + h * hs + d] = num[d] / den;
+            }
+}
+
+// Random layer inputs; q,k values are kept away from φ's kink at 0 (φ'' jumps there) so the FD stencil is smooth.
+struct LayerCase {
+    int B, T, C, NH, m, hs;
+    std::vector<double> qkv, bkv, bd;
+    std::vector<int> pos;
+    LayerCase(int B_, int T_, int C_, int NH_, uint64_t seed, int p0 = 3) : B(B_), T(T_), C(C_), NH(NH_) {
+        hs = C / NH; m = hs;
+        Rng r(seed);
+        qkv.resize((size_t)B * T * 3 * C);
+        fill_normal(qkv.data(), qkv.size(), r, 0.0, 0.8);
+        for (auto& x : qkv) if (std::fabs(x) < 0.02) x += 0.05;
+        bkv.resize((size_t)NH * m * hs);
+        fill_normal(bkv.data(), bkv.size(), r, 0.0, 0.5);
+        bd.resize((size_t)NH * m);
+        for (auto& x : bd) x = 0.2 + r.uniform();
+        for (int b = 0; b < B; b++) for (int t = 0; t < T; t++) pos.push_back(p0 + 5 * b + t);
+    }
+};
+
+template <typename real>
+void randomize_model(KernelLM<real>& m, uint64_t seed, double std) {
+    std::vector<real> p(m.s.ptable.total);
+    Rng r(seed);
+    fill_normal(p.data(), p.size(), r, 0.0, std);
+    for (size_t i = 0; i < m.s.ptable.size(); i++) {
+        const TensorSpec& sp = m.s.ptable.specs[i];
+        real* x = p.data() + m.s.ptable.offsets[i];
+        if (sp.init == Init::ones) for (int64_t k = 0; k < sp.numel(); k++) x[k] += 1;
+        if (sp.name.find("attn.bd") != std::string::npos) for (int64_t k = 0; k < sp.numel(); k++) x[k] = (real)(0.5 + std::fabs((double)x[k]) * 3);
+    }
+    m.s.upload(m.s.params, 0, p.data(), p.size());
+}
+
+template <typename real>
+std::vector<real> get_param(KernelLM<real>& m, const std::string& name) {
+    return m.s.to_host(m.s.params, m.s.ptable.offset(name), (size_t)m.s.ptable.spec(name).numel());
+}
+
+std::vector<int> random_tokens(int n, int V, Rng& r) {
+    std::vector<int> t(n);
+    for (auto& x : t) x = (int)r.below(V);
+    return t;
+}
+
+KernelLMConfig tiny_cfg() {
+    KernelLMConfig c;
+    c.L = 3; c.C = 12; c.NH = 3; c.V = 11; c.maxT = 1000;
+    return c;
+}
+
+template <typename real>
+std::vector<real> tail(const std::vector<real>& logits, int from, int V) {
+    return std::vector<real>(logits.begin() + (size_t)from * V, logits.end());
+}
+
+// prompted logits on the input rows vs the converted model's logits, positions from p0 in both
+template <typename real>
+double conversion_error(const KernelLMConfig& c, uint64_t seed, int M, int N, int p0, int conv_start_shift = 0,
+                        IclcaVariant v = IclcaVariant::exact) {
+    KernelLM<real> m(c, Device::cpu, 1);
+    randomize_model(m, seed, 0.3);
+    Rng r(seed + 7);
+    std::vector<int> prompt = random_tokens(M, c.V, r), input = random_tokens(N, c.V, r), all = prompt;
+    all.insert(all.end(), input.begin(), input.end());
+    std::vector<real> prompted = tail(kernel_lm_logits(m, all, p0), M, c.V);
+    iclca_convert(m, prompt, p0, v);
+    std::vector<real> converted = kernel_lm_logits(m, input, p0 + conv_start_shift);
+    return relerr(prompted, converted);
+}
+
+}  // namespace
+
+TEST_SUITE("iclca") {
+
+TEST_CASE("RoPE algebra (spec §6.12): composition, transpose, norm, relative positions, d=2 angle") {
+    const int m = 6;
+    Rng r(3);
+    std::vector<double> x(m), y(m), t1(m), t2(m), t3(m), u(m), v(m);
+    fill_normal(x.data(), m, r);
+    fill_normal(y.data(), m, r);
+    // R_a R_b = R_{a+b}
+    rope_table(t1.data(), 7, m); rope_table(t2.data(), -3, m); rope_table(t3.data(), 4, m);
+    rope_apply(u.data(), x.data(), t2.data(), m);
+    rope_apply(u.data(), u.data(), t1.data(), m);
+    rope_apply(v.data(), x.data(), t3.data(), m);
+    for (int i = 0; i < m; i++) CHECK(u[i] == doctest::Approx(v[i]).epsilon(1e-14));
+    // R_mᵀ = R_{−m}
+    rope_apply(u.data(), x.data(), t1.data(), m, -1);
+    std::vector<double> tm(m);
+    rope_table(tm.data(), -7, m);
+    rope_apply(v.data(), x.data(), tm.data(), m);
+    double nx = 0, nu = 0;
+    for (int i = 0; i < m; i++) { CHECK(u[i] == doctest::Approx(v[i]).epsilon(1e-14)); nx += x[i] * x[i]; }
+    rope_apply(u.data(), x.data(), t1.data(), m);
+    for (int i = 0; i < m; i++) nu += u[i] * u[i];
+    CHECK(std::sqrt(nu) == doctest::Approx(std::sqrt(nx)).epsilon(1e-14));
+    // (R_i x)ᵀ(R_j y) = xᵀ R_{j−i} y   with i = 7, j = 4
+    rope_apply(v.data(), y.data(), t3.data(), m);
+    double lhs = 0, rhs = 0;
+    for (int i = 0; i < m; i++) lhs += u[i] * v[i];
+    rope_apply(u.data(), y.data(), t2.data(), m);  // R_{−3} y
+    for (int i = 0; i < m; i++) rhs += x[i] * u[i];
+    CHECK(lhs == doctest::Approx(rhs).epsilon(1e-13));
+    // adjacent pairs, θ_0 = 1: for d = 2, R_m rotates by m radians; pair k of d=6 by m·10000^(−2k/6)
+    std::vector<double> e = {1, 0}, o(2), t(2);
+    rope_table(t.data(), 2, 2);
+    rope_apply(o.data(), e.data(), t.data(), 2);
+    CHECK(o[0] == doctest::Approx(std::cos(2.0)));
+    CHECK(o[1] == doctest::Approx(std::sin(2.0)));
+    CHECK(t1[1] == doctest::Approx(std::cos(7 * std::pow(10000.0, -2.0 / 6))));
+    // rope_rows rotates row pairs of a matrix = rope_apply on every column
+    std::vector<double> A = {1, 2, 3, 4, 5, 6};  // (2,3)
+    rope_rows(A.data(), 2, 3, 0.5);
+    CHECK(A[0] == doctest::Approx(1 * std::cos(0.5) - 4 * std::sin(0.5)));
+    CHECK(A[3] == doctest::Approx(1 * std::sin(0.5) + 4 * std::cos(0.5)));
+}
+
+TEST_CASE("kernel attention: chunked parallel form = O(T²) definition, with biases and RoPE (fp64, T crosses chunks)") {
+    for (int T : {1, 5, KA_CHUNK, KA_CHUNK + 7, 2 * KA_CHUNK + 3}) {
+        LayerCase L(2, T, 12, 3, 10 + T);
+        std::vector<double> out((size_t)L.B * T * L.C), ref, sq(4 * (size_t)L.B * 3 * T * L.hs), den((size_t)L.B * 3 * T),
+            scratch(kernel_attention_scratch_size(L.B, T, L.C, L.NH));
+        const size_t F = (size_t)L.B * L.NH * T * L.m;
+        kernel_attention_forward(out.data(), sq.data(), sq.data() + F, sq.data() + 2 * F, sq.data() + 3 * F, den.data(), scratch.data(),
+                                 L.qkv.data(), L.pos.data(), L.bkv.data(), L.bd.data(), L.B, T, L.C, L.NH, 1e-6);
+        kattn_reference(ref, L.qkv, L.pos, L.bkv.data(), L.bd.data(), L.B, T, L.C, L.NH, 1e-6);
+        CAPTURE(T);
+        CHECK(relerr(ref, out) < 1e-13);
+    }
+}
+
+TEST_CASE("kernel attention: fp64 finite differences for q, k, v, b_KV, b_D (odd shapes, 2 chunks)") {
+    LayerCase L(2, KA_CHUNK + 5, 12, 3, 42);
+    const int B = L.B, T = L.T, C = L.C, NH = L.NH;
+    const size_t F = (size_t)B * NH * T * L.m;
+    std::vector<double> out((size_t)B * T * C), feats(4 * F), den((size_t)B * NH * T), scratch(kernel_attention_scratch_size(B, T, C, NH));
+    Rng r(9);
+    std::vector<double> R(out.size());
+    fill_normal(R.data(), R.size(), r);
+    auto loss = [&] {
+        kernel_attention_forward(out.data(), feats.data(), feats.data() + F, feats.data() + 2 * F, feats.data() + 3 * F, den.data(),
+                                 scratch.data(), L.qkv.data(), L.pos.data(), L.bkv.data(), L.bd.data(), B, T, C, NH, 1e-6);
+        double s = 0;
+        for (size_t i = 0; i < out.size(); i++) s += out[i] * R[i];
+        return s;
+    };
+    loss();
+    std::vector<double> dqkv(L.qkv.size(), 0.0), dbkv(L.bkv.size(), 0.0), dbd(L.bd.size(), 0.0);
+    kernel_attention_backward(dqkv.data(), dbkv.data(), dbd.data(), scratch.data(), R.data(), out.data(), feats.data(), feats.data() + F,
+                              feats.data() + 2 * F, feats.data() + 3 * F, den.data(), L.qkv.data(), L.pos.data(), L.bkv.data(),
+                              L.bd.data(), B, T, C, NH);
+    FdOptions o;
+    o.max_elems = 400;
+    check_gradient("qkv", loss, L.qkv.data(), L.qkv.size(), dqkv.data(), 1e-6, o);
+    check_gradient("b_KV", loss, L.bkv.data(), L.bkv.size(), dbkv.data(), 1e-6);
+    check_gradient("b_D", loss, L.bd.data(), L.bd.size(), dbd.data(), 1e-6);
+    // accumulation: a second backward doubles every gradient
+    std::vector<double> d2 = dqkv, b2 = dbkv;
+    kernel_attention_backward(d2.data(), b2.data(), (double*)nullptr, scratch.data(), R.data(), out.data(), feats.data(), feats.data() + F,
+                              feats.data() + 2 * F, feats.data() + 3 * F, den.data(), L.qkv.data(), L.pos.data(), L.bkv.data(),
+                              L.bd.data(), B, T, C, NH);
+    CHECK(d2[17] == doctest::Approx(2 * dqkv[17]).epsilon(1e-12));
+    CHECK(b2[5] == doctest::Approx(2 * dbkv[5]).epsilon(1e-12));
+}
+
+TEST_CASE("kernel attention: recurrent form from (b_KV, b_D) = parallel form (spec §6.5, §6.6), fp64 and fp32; zero bias = no bias (§6.8)") {
+    LayerCase L(1, KA_CHUNK + 9, 16, 2, 7, 11);
+    const int T = L.T, C = L.C, NH = L.NH;
+    const size_t F = (size_t)NH * T * L.m;
+    auto run = [&](auto zero) {
+        using real = decltype(zero);
+        std::vector<real> qkv(L.qkv.begin(), L.qkv.end()), bkv(L.bkv.begin(), L.bkv.end()), bd(L.bd.begin(), L.bd.end());
+        std::vector<real> out((size_t)T * C), feats(4 * F), den((size_t)NH * T), scratch(kernel_attention_scratch_size(1, T, C, NH));
+        kernel_attention_forward(out.data(), feats.data(), feats.data() + F, feats.data() + 2 * F, feats.data() + 3 * F, den.data(),
+                                 scratch.data(), qkv.data(), L.pos.data(), bkv.data(), bd.data(), 1, T, C, NH, 1e-6);
+        std::vector<real> S = bkv, z = bd, rec((size_t)T * C);
+        for (int t = 0; t < T; t++)
+            kernel_attention_step(rec.data() + (size_t)t * C, S.data(), z.data(), qkv.data() + (size_t)t * 3 * C, L.pos[t], C, NH, 1e-6);
+        return relerr(out, rec);
+    };
+    CHECK(run(0.0) < 1e-13);
+    CHECK(run(0.0f) < 2e-6);
+    // b = 0 vs nullptr: bit-exact (0 + x = x on the same code path)
+    std::vector<double> o1((size_t)T * C), o2((size_t)T * C), feats(4 * F), den((size_t)NH * T), sc(kernel_attention_scratch_size(1, T, C, NH));
+    std::vector<double> zb(L.bkv.size(), 0.0), zd(L.bd.size(), 0.0);
+    double* f = feats.data();
+    kernel_attention_forward(o1.data(), f, f + F, f + 2 * F, f + 3 * F, den.data(), sc.data(), L.qkv.data(), L.pos.data(), zb.data(), zd.data(), 1, T, C, NH, 1e-6);
+    kernel_attention_forward(o2.data(), f, f + F, f + 2 * F, f + 3 * F, den.data(), sc.data(), L.qkv.data(), L.pos.data(), (double*)nullptr,
+                             (double*)nullptr, 1, T, C, NH, 1e-6);
+    CHECK(o1 == o2);
+}
+
+TEST_CASE("kernel LM: whole-model fp64 gradient check including b_KV and b_D") {
+    KernelLMConfig c = tiny_cfg();
+    c.L = 2;
+    KernelLM<double> m(c, Device::cpu, 3);
+    randomize_model(m, 5, 0.3);
+    Rng r(4);
+    Batch bt;
+    bt.B = 2; bt.T = 7;
+    for (int i = 0; i < 14; i++) {
+        bt.tokens.push_back((int)r.below(c.V));
+        bt.targets.push_back((int)r.below(c.V));
+        bt.mask.push_back(i % 5 == 4 ? 0.0f : 1.0f);
+        bt.pos.push_back(2 + i);
+    }
+    auto rows = fd_check_params(m, bt, 1e-5, 1e-8, 1e-6);
+    REQUIRE(rows.size() == m.s.ptable.size());
+    for (auto& row : rows) {
+        CAPTURE(row.name);
+        CHECK(row.pass);
+    }
+    CHECK(m.s.ptable.has("h.1.attn.bkv"));
+}
+
+TEST_CASE("ICLCA exact conversion (spec §6.1, §6.2, §6.13): fp64 <= 1e-12, fp32 <= 1e-5, any start position") {
+    KernelLMConfig c = tiny_cfg();
+    Rng r(1);
+    for (int trial = 0; trial < 3; trial++) {
+        int M = 1 + (int)r.below(30), N = 1 + (int)r.below(20), p0 = trial == 2 ? 17 : (int)r.below(2);
+        CAPTURE(M); CAPTURE(N); CAPTURE(p0);
+        double e64 = conversion_error<double>(c, 100 + trial, M, N, p0);
+        double e32 = conversion_error<float>(c, 100 + trial, M, N, p0);
+        MESSAGE("M=" << M << " N=" << N << " p0=" << p0 << ": relerr fp64 " << e64 << ", fp32 " << e32);
+        CHECK(e64 <= 1e-12);
+        CHECK(e32 <= 1e-5);
+    }
+    // across a chunk boundary of the parallel form (M + N > KA_CHUNK)
+    CHECK(conversion_error<double>(c, 9, KA_CHUNK + 3, 9, 0) <= 1e-12);
+}
+
+TEST_CASE("ICLCA: layer-wise equality of the input tokens' hidden states (spec §6.2)") {
+    KernelLMConfig c = tiny_cfg();
+    KernelLM<double> m(c, Device::cpu, 1);
+    randomize_model(m, 21, 0.3);
+    Rng r(2);
+    const int M = 9, N = 6;
+    std::vector<int> prompt = random_tokens(M, c.V, r), input = random_tokens(N, c.V, r), all = prompt;
+    all.insert(all.end(), input.begin(), input.end());
+    kernel_lm_logits(m, all, 0);
+    std::vector<std::vector<double>> before;
+    for (int l = 0; l < c.L; l++) before.push_back(tail(m.s.fetch_act("h." + std::to_string(l) + ".res3"), M, c.C));
+    iclca_convert(m, prompt, 0);
+    kernel_lm_logits(m, input, 0);
+    for (int l = 0; l < c.L; l++) {
+        CAPTURE(l);
+        CHECK(relerr(before[l], m.s.fetch_act("h." + std::to_string(l) + ".res3")) < 1e-12);
+    }
+}
+
+TEST_CASE("ICLCA negative controls are caught: off-by-one start (§6.14), new biases while propagating (§6.15)") {
+    KernelLMConfig c = tiny_cfg();
+    double ok = conversion_error<double>(c, 5, 12, 8, 0);
+    double off = conversion_error<double>(c, 5, 12, 8, 0, +1);
+    double typo = conversion_error<double>(c, 5, 12, 8, 0, 0, IclcaVariant::new_bias_typo);
+    MESSAGE("relerr exact " << ok << ", off-by-one start " << off << ", printed-typo variant " << typo);
+    CHECK(ok < 1e-12);
+    CHECK(off > 1e-4);
+    CHECK(typo > 1e-4);
+}
+
+TEST_CASE("ICLCA: bias = rebased recurrent state (§6.4), b_D delta > 0 and position-free (§6.17), norm (§6.18)") {
+    KernelLMConfig c = tiny_cfg();
+    KernelLM<double> m(c, Device::cpu, 1);
+    randomize_model(m, 8, 0.3);
+    Rng r(3);
+    const int M = 13, p0 = 4;
+    std::vector<int> prompt = random_tokens(M, c.V, r);
+    auto st = m.stream_start(p0);
+    for (int t : prompt) m.stream_step(st, t);
+    std::vector<std::vector<double>> bd0;
+    for (int l = 0; l < c.L; l++) bd0.push_back(get_param(m, "h." + std::to_string(l) + ".attn.bd"));
+    KernelLM<double> m2(c, Device::cpu, 1);
+    m2.s.upload(m2.s.params, 0, m.s.to_host(m.s.params, 0, m.s.ptable.total).data(), m.s.ptable.total);
+    iclca_convert(m, prompt, p0);
+    iclca_convert(m2, prompt, p0 + 30);  // another start position: same b_D
+    const int m_ = c.hs();
+    const size_t nS = (size_t)c.NH * m_ * m_, nz = (size_t)c.NH * m_;
+    for (int l = 0; l < c.L; l++) {
+        std::string h = "h." + std::to_string(l) + ".";
+        std::vector<double> S(st.S.begin() + l * nS, st.S.begin() + (l + 1) * nS), z(st.z.begin() + l * nz, st.z.begin() + (l + 1) * nz);
+        double nS0 = 0;
+        for (double x : S) nS0 += x * x;
+        for (int hh = 0; hh < c.NH; hh++) rope_rows(&S[(size_t)hh * m_ * m_], m_, m_, -(double)M);
+        std::vector<double> bkv = get_param(m, h + "attn.bkv"), bd = get_param(m, h + "attn.bd"), bd2 = get_param(m2, h + "attn.bd");
+        CHECK(relerr(S, bkv) < 1e-12);
+        CHECK(relerr(z, bd) < 1e-13);
+        // position-free: exactly so in layer 0 (its keys are token embeddings); deeper keys depend on absolute
+        // positions through the old b_KV, which sits in the frame of position 0
+        if (l == 0) CHECK(relerr(bd, bd2) < 1e-14);
+        double nb = 0;
+        for (double x : bkv) nb += x * x;
+        CHECK(std::sqrt(nb) == doctest::Approx(std::sqrt(nS0)).epsilon(1e-12));
+        for (size_t i = 0; i < nz; i++) CHECK(bd[i] - bd0[l][i] > 0);
+    }
+}
+
+TEST_CASE("ICLCA: composition convert(A);convert(B) = convert([A;B]) (§6.10); zero prompt is the identity (§6.7); reset (§6.9)") {
+    KernelLMConfig c = tiny_cfg();
+    KernelLM<double> a(c, Device::cpu, 1), b(c, Device::cpu, 1);
+    randomize_model(a, 31, 0.3);
+    randomize_model(b, 31, 0.3);
+    Rng r(5);
+    std::vector<int> A = random_tokens(7, c.V, r), Bp = random_tokens(10, c.V, r), AB = A, input = random_tokens(6, c.V, r);
+    AB.insert(AB.end(), Bp.begin(), Bp.end());
+    std::vector<double> p_orig = a.s.to_host(a.s.params, 0, a.s.ptable.total);
+    std::vector<double> orig_logits = kernel_lm_logits(a, input, 0);
+    // zero-length prompt: every bias unchanged, bit for bit
+    iclca_convert(a, std::vector<int>{}, 0);
+    CHECK(a.s.to_host(a.s.params, 0, a.s.ptable.total) == p_orig);
+    iclca_convert(a, A, 0);
+    iclca_convert(a, Bp, 0);
+    iclca_convert(b, AB, 0);
+    for (int l = 0; l < c.L; l++) {
+        std::string h = "h." + std::to_string(l) + ".";
+        CHECK(relerr(get_param(b, h + "attn.bkv"), get_param(a, h + "attn.bkv")) < 1e-12);
+        CHECK(relerr(get_param(b, h + "attn.bd"), get_param(a, h + "attn.bd")) < 1e-13);
+    }
+    CHECK(relerr(kernel_lm_logits(b, input, 0), kernel_lm_logits(a, input, 0)) < 1e-12);
+    // reset: restoring the original parameters restores the original outputs bit-exactly
+    a.s.upload(a.s.params, 0, p_orig.data(), p_orig.size());
+    CHECK(kernel_lm_logits(a, input, 0) == orig_logits);
+}
+
+TEST_CASE("ICLCA: non-additivity in depth (§6.11): independent deltas of A and B do not add up for L >= 2") {
+    KernelLMConfig c = tiny_cfg();
+    KernelLM<double> joint(c, Device::cpu, 1), ma(c, Device::cpu, 1), mb(c, Device::cpu, 1);
+    for (auto* m : {&joint, &ma, &mb}) randomize_model(*m, 77, 0.3);
+    Rng r(6);
+    std::vector<int> A = random_tokens(6, c.V, r), Bp = random_tokens(5, c.V, r), AB = A;
+    AB.insert(AB.end(), Bp.begin(), Bp.end());
+    std::vector<double> b0 = get_param(ma, "h.2.attn.bd");
+    iclca_convert(joint, AB, 0);
+    iclca_convert(ma, A, 0);
+    iclca_convert(mb, Bp, 0);
+    // layer 0's b_D deltas do add up exactly (the first layer sees only token embeddings) …
+    KernelLM<double> fresh(c, Device::cpu, 1);
+    randomize_model(fresh, 77, 0.3);
+    std::vector<double> j0 = get_param(joint, "h.0.attn.bd"), a0 = get_param(ma, "h.0.attn.bd"), bb0 = get_param(mb, "h.0.attn.bd"),
+                        base0 = get_param(fresh, "h.0.attn.bd");
+    std::vector<double> sum0(j0.size()), sum2(j0.size());
+    for (size_t i = 0; i < j0.size(); i++) sum0[i] = a0[i] + bb0[i] - base0[i];
+    CHECK(relerr(j0, sum0) < 1e-13);
+    // … but deeper layers do not
+    std::vector<double> j2 = get_param(joint, "h.2.attn.bd"), a2 = get_param(ma, "h.2.attn.bd"), bb2 = get_param(mb, "h.2.attn.bd");
+    for (size_t i = 0; i < j2.size(); i++) sum2[i] = a2[i] + bb2[i] - b0[i];
+    CHECK(relerr(j2, sum2) > 1e-6);
+}
+
+TEST_CASE("ICLCA: greedy generation from the prompted and converted models is identical (§6.3); streaming = parallel logits") {
+    KernelLMConfig c = tiny_cfg();
+    KernelLM<double> m(c, Device::cpu, 1);
+    randomize_model(m, 12, 0.4);
+    Rng r(8);
+    std::vector<int> prompt = random_tokens(10, c.V, r), input = random_tokens(5, c.V, r), all = prompt;
+    all.insert(all.end(), input.begin(), input.end());
+    // streaming logits of the last token = parallel logits of the last row
+    auto st = m.stream_start(0);
+    std::vector<double> last;
+    for (int t : all) last = m.stream_step(st, t);
+    std::vector<double> par = kernel_lm_logits(m, all, 0);
+    CHECK(relerr(tail(par, (int)all.size() - 1, c.V), last) < 1e-12);
+    std::vector<int> g1 = m.generate(all, 12, 0);
+    iclca_convert(m, prompt, 0);
+    std::vector<int> g2 = m.generate(input, 12, 0);
+    CHECK(g1 == g2);
+}
+
+TEST_CASE("induction task: committed followers, scored positions, checkpoint round trip of a converted model") {
+    Rng r(4);
+    InductionSeq s = induction_sequence(400, r);
+    int follow[INDUCTION_TRIGGERS] = {-1, -1, -1, -1, -1};
+    for (int t = 0; t < 400; t++) {
+        int tok = s.tokens[t];
+        if (tok < INDUCTION_TRIGGERS) {
+            if (follow[tok] >= 0) CHECK(s.tokens[t + 1] == follow[tok]);
+            follow[tok] = s.tokens[t + 1];
+        }
+    }
+    std::vector<int> sc = induction_scored(s, 200), all = induction_scored(s, 200, true);
+    CHECK(!sc.empty());
+    CHECK(all.size() >= sc.size());
+    for (int t : sc) {
+        CHECK(t >= 200);
+        bool in_prompt = false;
+        for (int u = 0; u + 1 < 200; u++) in_prompt |= s.tokens[u] == s.tokens[t];
+        CHECK(in_prompt);
+        for (int u = 200; u < t; u++) CHECK(s.tokens[u] != s.tokens[t]);
+    }
+    // a converted model saves and loads like any other
+    KernelLMConfig c = tiny_cfg();
+    KernelLM<float> m(c, Device::cpu, 1);
+    randomize_model(m, 3, 0.3);
+    iclca_convert(m, std::vector<int>{1, 2, 3, 4}, 0);
+    char tmpl[] = "/tmp/icl_iclca_XXXXXX";
+    std::string dir = mkdtemp(tmpl);
+    m.s.save(dir + "/c.safetensors", {{"iclca_prompt_tokens", "4"}});
+    KernelLM<float> m2(c, Device::cpu, 9);
+    m2.s.load(dir + "/c.safetensors");
+    std::vector<int> in = {5, 6, 7};
+    CHECK(kernel_lm_logits(m, in, 0) == kernel_lm_logits(m2, in, 0));
+    std::system(("rm -rf " + dir).c_str());
+}
+}
