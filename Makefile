@@ -3,7 +3,6 @@
 #   make              build every CPU binary into build/
 #   make test         build and run all doctest suites (CPU; GPU tests skip without a GPU)
 #   make run          the main job (see README)
-#   make cuda         build the CUDA-enabled binaries into build-cuda/ (needs nvcc + cuBLAS)
 #   make bench        CPU benchmarks (GEMM GFLOP/s, train step time)
 #   make sanitize     the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make deps         install the Debian packages the build needs (as root) or print the command
@@ -37,7 +36,8 @@ TOOLS      = $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
 TEST_OBJS  = $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
 TEST_BIN   = $(BUILD)/test_icl
 
-.PHONY: all test run cuda bench sanitize deps clean check-slow
+.PHONY: all test run bench sanitize deps clean
+.SECONDARY:
 all: deps $(BINS) $(TOOLS)
 
 deps:
@@ -73,6 +73,13 @@ $(TEST_BIN): $(TEST_OBJS) $(BUILD)/libicl.a
 # The test suites find the project's binaries (CLI tests) through ICL_BIN_DIR.
 test: all $(TEST_BIN)
 	ICL_BIN_DIR=$(BUILD) OMP_NUM_THREADS=2 ./$(TEST_BIN)
+
+# The main job (until the CGT experiments exist): the GPT baseline on the ICL arithmetic task.
+run: all
+	OMP_NUM_THREADS=$(NPROC) ./$(BUILD)/train_gpt --preset arith
+
+bench: all
+	OMP_NUM_THREADS=$(NPROC) ./$(BUILD)/bench
 
 sanitize:
 	$(MAKE) BUILD=build-san OPT_FLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \

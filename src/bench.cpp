@@ -3,6 +3,9 @@
 //   bench [SUBCOMMAND]... [--threads N] [--reps N]
 //
 // Subcommands (none given: run them all, in table order):
+//   model   ms per train_gpt step (forward + backward + AdamW) and tokens/s at --layers/--width/--heads/
+//           --seq/--batch/--vocab (default: L=6, C=384, NH=6, T=256, B=8, V=256), the step's analytic FLOPs
+//           as GFLOP/s and % of the FMA peak, and the time per layer kind (matmul, attention, ...).
 //   gemm    GFLOP/s of the fp32 GEMM at 1024³ (all four transpose combinations) and at the GPT model's own
 //           linear-layer shapes (forward, backward dinp, backward dweight), beside the machine's measured FP32
 //           FMA peak and the fraction of it reached.
@@ -14,6 +17,7 @@
 // To add a benchmark (e.g. `bench model`: train-step ms and tokens/s), write `int bench_xxx(const BenchOptions&)`
 // and add a row to kSubcommands; --help, the subcommand check and "no subcommand = run all" follow from the table.
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -25,7 +29,9 @@
 #include "engine/cli.h"
 #include "engine/common.h"
 #include "engine/rng.h"
+#include "layers/dispatch.h"
 #include "layers/matmul.h"
+#include "models/gpt.h"
 
 using namespace icl;
 
@@ -36,6 +42,8 @@ constexpr double MIN_RUN_SECONDS = 0.05;
 struct BenchOptions {
     int threads = 1;  // OpenMP threads in use (after --threads is applied)
     int reps = 7;     // timed runs per measurement
+    GPTConfig model;  // `bench model`: the GPT whose train step is timed
+    int batch = 8, seq = 256;
 };
 
 double median(std::vector<double> v) {
@@ -195,6 +203,81 @@ int bench_gemm(const BenchOptions& opt) {
     return 0;
 }
 
+
+// ---------------------------------------------------------------------------------------------------------
+// bench model
+
+// FLOPs of one GPT train step, counted analytically: every matmul 2·M·N·K; causal attention counts only the
+// (T+1)/2 keys each query sees, for QKᵀ and P·V; backward = 2× forward for both. Elementwise work is left out.
+double gpt_step_flops(const GPTConfig& c, int B, int T) {
+    const double N = (double)B * T, C = c.C;
+    double fwd = c.L * 2.0 * N * (C * 3 * C + C * C + 2 * C * 4 * C);        // qkv, proj, fc, fc proj
+    fwd += c.L * 2.0 * 2.0 * B * (double)T * (T + 1) / 2.0 * C;              // QKᵀ and P·V over the heads
+    fwd += 2.0 * N * C * (c.d_out > 0 ? c.d_out : c.V);                      // LM head
+    return 3.0 * fwd;
+}
+
+int bench_model(const BenchOptions& opt) {
+    const GPTConfig& cfg = opt.model;
+    const int B = opt.batch, T = opt.seq;
+    const double peak = measure_fma_peak(opt.threads, opt.reps);
+    GPT<float> m(cfg, Device::cpu, 1);
+    Rng rng(7);
+    Batch bt;
+    bt.B = B;
+    bt.T = T;
+    for (int i = 0; i < B * T; i++) {
+        bt.tokens.push_back((int)rng.below(cfg.V));
+        bt.targets.push_back((int)rng.below(cfg.V));
+        bt.mask.push_back(1.0f);
+    }
+    AdamWConfig adam;
+    auto step = [&] {
+        m.forward(bt);
+        m.backward();
+        m.s.update(adam, 1e-4);
+    };
+    step();  // warm-up: allocates the activations
+    std::vector<double> times;
+    for (int r = 0; r < opt.reps; r++) {
+        double t0 = now_seconds();
+        step();
+        times.push_back(now_seconds() - t0);
+    }
+    const double t = median(times), best = *std::min_element(times.begin(), times.end());
+    const double flops = gpt_step_flops(cfg, B, T);
+    std::printf("bench model: train_gpt step (forward + backward + AdamW), fp32, CPU, %d thread%s\n", opt.threads,
+                opt.threads == 1 ? "" : "s");
+    std::printf("  GPT L=%d C=%d NH=%d V=%d, B=%d T=%d: %lld parameters, %.1f GFLOP per step (analytic)\n", cfg.L, cfg.C, cfg.NH,
+                cfg.V, B, T, (long long)cfg.num_params(), flops * 1e-9);
+    std::printf("  %s: %.1f GFLOP/s\n", PEAK_KIND, peak);
+    std::printf("  step: median %.1f ms (best %.1f ms) over %d steps; %.0f tokens/s; %.1f GFLOP/s = %.1f%% of peak\n\n", t * 1e3,
+                best * 1e3, opt.reps, B * T / t, flops / t * 1e-9, 100.0 * flops / t * 1e-9 / peak);
+    // where the time goes: one more profiled run per rep, per layer kind (median over reps)
+    std::map<std::string, std::vector<double>> per_kind;
+    std::vector<double> totals;
+    op::Profile& prof = op::op_profile();
+    for (int r = 0; r < opt.reps; r++) {
+        prof.reset();
+        prof.enabled = true;
+        double t0 = now_seconds();
+        step();
+        totals.push_back(now_seconds() - t0);
+        prof.enabled = false;
+        double sum = 0;
+        for (auto& kv : prof.seconds) { per_kind[kv.first].push_back(kv.second); sum += kv.second; }
+        per_kind["(other: zeroing, host loss, copies)"].push_back(totals.back() - sum);
+    }
+    const double total = median(totals);
+    std::printf("  %-38s %9s %7s\n", "time per layer kind (median)", "ms", "share");
+    std::vector<std::pair<double, std::string>> rows;
+    for (auto& kv : per_kind) rows.push_back({median(kv.second), kv.first});
+    std::sort(rows.rbegin(), rows.rend());
+    for (auto& r : rows) std::printf("  %-38s %9.2f %6.1f%%\n", r.second.c_str(), r.first * 1e3, 100.0 * r.first / total);
+    std::printf("  %-38s %9.2f\n", "total (profiled step)", total * 1e3);
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Command line (the project's shared parser, engine/cli.h).
 
@@ -206,6 +289,7 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"gemm", "fp32 GEMM GFLOP/s at 1024^3 and the GPT layer shapes, vs the measured FMA peak", bench_gemm},
+    {"model", "train_gpt step time, tokens/s, GFLOP/s vs peak, time per layer kind", bench_model},
 };
 
 int run_main(int argc, char** argv) {
@@ -222,12 +306,26 @@ int run_main(int argc, char** argv) {
     cli.positionals(usage, 0, nsub);
     cli.flag("--threads", "0", "OpenMP threads (0 = the OpenMP default, i.e. all cores)");
     cli.flag("--reps", std::to_string(defaults.reps), "timed runs per measurement; the median is reported");
+    cli.flag("--layers", "6", "model: blocks L");
+    cli.flag("--width", "384", "model: width C");
+    cli.flag("--heads", "6", "model: heads");
+    cli.flag("--vocab", "256", "model: vocabulary V");
+    cli.flag("--seq", "256", "model: sequence length T");
+    cli.flag("--batch", "8", "model: batch B");
     cli.epilog("subcommands (none given: run them all):\n" + list);
     if (!cli.parse(argc, argv)) return 0;  // --help
 
     BenchOptions opt;
     opt.reps = (int)cli.get_int("--reps", 1, 1000000);
     opt.threads = apply_threads(cli);
+    opt.model.L = (int)cli.get_int("--layers", 1, 1000);
+    opt.model.C = (int)cli.get_int("--width", 1, 1 << 16);
+    opt.model.NH = (int)cli.get_int("--heads", 1, 1 << 16);
+    opt.model.V = (int)cli.get_int("--vocab", 1, 1 << 24);
+    opt.seq = (int)cli.get_int("--seq", 1, 1 << 20);
+    opt.batch = (int)cli.get_int("--batch", 1, 1 << 20);
+    opt.model.maxT = opt.seq;
+    opt.model.validate();
 
     std::vector<const Subcommand*> chosen;
     for (const std::string& a : cli.args()) {
@@ -250,11 +348,4 @@ int run_main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    try {
-        return run_main(argc, argv);
-    } catch (const Error& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return e.exit_code;
-    }
-}
+int main(int argc, char** argv) { return cli_main(argc, argv, run_main); }

@@ -123,4 +123,16 @@ TEST_CASE("a tiny train_gpt run writes log, plot, summary and a loadable checkpo
     CHECK(r3.code == 2);
     std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("README.md shows each binary's --help exactly (run tools/update_readme_help.sh after changing flags)") {
+    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set"); return; }
+    std::string readme = slurp("README.md");
+    if (readme.empty()) { MESSAGE("skipped: README.md not found in the working directory"); return; }
+    for (const char* b : {"train_gpt", "train_cgt", "iclca", "gradcheck", "bench", "npyinspect", "plotlog"}) {
+        Result r = run(std::string(b) + " --help");
+        CAPTURE(b);
+        REQUIRE(r.code == 0);
+        CHECK(readme.find("```\n" + r.out + "```") != std::string::npos);
+    }
+}
 }
