@@ -505,11 +505,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const Error& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return e.exit_code;
-    }
-}
+int main(int argc, char** argv) { return cli_main(argc, argv, run); }

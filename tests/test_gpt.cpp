@@ -223,4 +223,36 @@ TEST_CASE("a short run on the arithmetic task lowers the loss well below its sta
     CHECK(png.good());
     std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("a NaN loss or gradient stops training, names the step/tensor, and keeps the last checkpoint") {
+    std::string dir = tmpdir();
+    GPTConfig c = tiny_cfg(16);
+    GPT<float> m(c, Device::cpu, 1);
+    Batch bt = tiny_arith(2, 16, 3);
+    TrainOptions o;
+    o.steps = 3; o.eval_every = 0; o.save_every = 1; o.run_dir = dir; o.save_path = dir + "/ckpt.safetensors";
+    o.tokens_per_step = 32; o.progress_every = 1000;
+    train(m, o, [&](int) { return bt; }, nullptr);
+    std::vector<float> saved = m.s.to_host(m.s.params, 0, m.s.ptable.total);
+    // a NaN parameter: the next run stops at its first step with the loss named
+    float nan = NAN;
+    m.s.upload(m.s.params, m.s.ptable.offset("h.1.mlp.fc.w") + 5, &nan, 1);
+    CHECK_THROWS_WITH_AS(train(m, o, [&](int) { return bt; }, nullptr),
+                         doctest::Contains(("step 0: the loss is NaN; stopping (last good checkpoint: " + dir + "/ckpt.safetensors)").c_str()), Error);
+    // the checkpoint written before is intact and loads
+    GPT<float> back(c, Device::cpu, 2);
+    back.s.load(dir + "/ckpt.safetensors");
+    CHECK(back.s.to_host(back.s.params, 0, back.s.ptable.total) == saved);
+    // a non-finite gradient: the update is refused and the tensor is named
+    GPT<float> g(c, Device::cpu, 1);
+    g.forward(bt);
+    g.backward();
+    float inf = INFINITY;
+    g.s.upload(g.s.grads, g.s.ptable.offset("h.0.attn.proj.w") + 7, &inf, 1);
+    std::vector<float> before = g.s.to_host(g.s.params, 0, g.s.ptable.total);
+    CHECK_FALSE(std::isfinite(g.s.update(AdamWConfig{}, 1e-3)));
+    CHECK(g.s.first_nonfinite_grad() == "h.0.attn.proj.w");
+    CHECK(g.s.to_host(g.s.params, 0, g.s.ptable.total) == before);  // nothing was applied
+    std::system(("rm -rf " + dir).c_str());
+}
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "engine/cli.h"
 #include "engine/npy.h"
 
 static void usage(std::FILE* out) {
@@ -59,7 +60,7 @@ static void inspect(const std::string& path, long show) {
     }
 }
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
     long show = 8;
     std::vector<std::string> files;
     for (int i = 1; i < argc; i++) {
@@ -97,3 +98,5 @@ int main(int argc, char** argv) {
     }
     return rc;
 }
+
+int main(int argc, char** argv) { return icl::cli_main(argc, argv, run); }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cli.h"
 #include "engine/common.h"
 #include "engine/plot.h"
 
@@ -179,14 +180,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const icl::Error& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return e.exit_code;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return 1;
-    }
-}
+int main(int argc, char** argv) { return icl::cli_main(argc, argv, run); }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <sstream>
 
 #include "engine/common.h"
@@ -247,6 +248,20 @@ int apply_threads(const Cli& cli) {
     int t = (int)cli.get_int("--threads", 0, 1024);
     if (t > 0) omp_set_num_threads(t);
     return omp_get_max_threads();
+}
+
+int cli_main(int argc, char** argv, int (*run)(int, char**)) {
+    try {
+        return run(argc, argv);
+    } catch (const Error& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return e.exit_code;
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
 }
 
 }  // namespace icl

@@ -79,4 +79,9 @@ void add_common_flags(Cli& cli, const CommonDefaults& d);
 // Apply --threads (0 = OpenMP default) to OpenMP; returns the thread count in use.
 int apply_threads(const Cli& cli);
 
+// Every binary's main():   int main(int argc, char** argv) { return icl::cli_main(argc, argv, run); }
+// Runs `run`; an icl::Error becomes "error: <message>" on stderr and its exit code (2 for bad flags),
+// any other std::exception "error: <what>" and exit code 1.
+int cli_main(int argc, char** argv, int (*run)(int, char**));
+
 }  // namespace icl

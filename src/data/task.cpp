@@ -1,0 +1,125 @@
+// task.cpp — see task.h.
+#include "data/task.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace icl {
+
+void add_task_flags(Cli& cli) {
+    cli.flag("--task", "arith", "arith | linreg | text");
+    cli.flag("--data", "", "text file for --task text (any bytes)");
+}
+
+void add_task_shape_flags(Cli& cli) {
+    cli.flag("--max-T", "0", "position-table size (0 = the task's sequence length)");
+    cli.flag("--seq", "128", "text: tokens per training window");
+    cli.flag("--n-tasks", "4", "arith: tasks per sequence");
+    cli.flag("--n-ex", "4", "arith: examples per task");
+    cli.flag("--digits", "3", "arith: operand digits d");
+    cli.flag("--d-in", "16", "linreg: input dimension");
+    cli.flag("--pairs", "64", "linreg: (u,v) pairs per sequence");
+    cli.flag("--noise", "0.1", "linreg: noise level epsilon");
+}
+
+void add_train_flags(Cli& cli) {
+    cli.flag("--warmup", "20", "learning-rate warm-up steps");
+    cli.flag("--min-lr-frac", "0.1", "final learning rate as a fraction of --lr (cosine decay)");
+    cli.flag("--weight-decay", "0.0", "AdamW weight decay (matrices only)");
+    cli.flag("--grad-clip", "1.0", "clip the global gradient norm to this (0 = off)");
+    cli.flag("--eval-every", "50", "evaluate every N steps (and at the end)");
+    cli.flag("--eval-batches", "4", "validation batches per evaluation");
+    cli.flag("--save-every", "0", "also checkpoint every N steps (0 = only at the end)");
+}
+
+Task::Task(const Cli& cli, int B_, uint64_t seed)
+    : kind(cli.get_choice("--task", {"arith", "linreg", "text"})), B(B_), train_rng_(Rng(seed).split(101)),
+      val_rng_(Rng(seed).split(202)) {
+    arith = {(int)cli.get_int("--n-tasks", 1, 64), (int)cli.get_int("--n-ex", 1, 64), (int)cli.get_int("--digits", 1, 6)};
+    linreg = {(int)cli.get_int("--d-in", 1, 4096), 1, (int)cli.get_int("--pairs", 1, 1 << 16), cli.get_double("--noise", 0, 1e6)};
+    if (kind == "arith") { T = arith.seq_len() - 1; V = ARITH_VOCAB; }
+    if (kind == "linreg") { T = linreg.seq_len(); d_in = linreg.width(); d_out = linreg.d_out; V = 0; }
+    if (kind == "text") {
+        T = (int)cli.get_int("--seq", 1, 1 << 20);
+        if (!cli.has_value("--data")) fail_usage("--task text needs --data FILE");
+        text = text_load(cli.get("--data"), 0.1, T);
+        V = BYTE_VOCAB;
+    }
+    int maxT = (int)cli.get_int("--max-T", 0, 1 << 20);
+    max_T = maxT > 0 ? maxT : T;
+    if (max_T < T) fail_usage(strfmt("--max-T: %d is shorter than the task's sequence length %d", max_T, T));
+
+    // the fixed validation set
+    eval_batches = (int)cli.get_int("--eval-batches", 1, 10000);
+    val_samples.resize(eval_batches);
+    for (int i = 0; i < eval_batches; i++) {
+        if (kind == "arith") val.push_back(arith_batch(arith, B, val_rng_, &val_samples[i]));
+        if (kind == "linreg") val.push_back(linreg_batch(linreg, B, val_rng_));
+        if (kind == "text") val.push_back(text_batch(text.val, B, T, val_rng_));
+    }
+}
+
+Batch Task::next_batch() {
+    if (kind == "arith") return arith_batch(arith, B, train_rng_);
+    if (kind == "linreg") return linreg_batch(linreg, B, train_rng_);
+    return text_batch(text.train, B, T, train_rng_);
+}
+
+double Task::answer_accuracy(const std::vector<float>& logits, int i) const {
+    const std::vector<ArithSample>& samples = val_samples[i];
+    long hit = 0, tot = 0;
+    for (size_t b = 0; b < samples.size(); b++) {
+        std::vector<float> m = arith_answer_mask(samples[b], 2, false);
+        for (int t = 0; t < T; t++) {
+            if (m[t] == 0) continue;
+            const float* row = &logits[((size_t)b * T + t) * V];
+            int best = 0;
+            for (int v = 1; v < V; v++) if (row[v] > row[best]) best = v;
+            hit += best == samples[b].tokens[t + 1];
+            tot++;
+        }
+    }
+    return tot ? (double)hit / tot : NAN;
+}
+
+void Task::check_fits(int model_V, int model_d_in, int model_d_out, int model_maxT) const {
+    if (model_V != V || model_d_in != d_in || model_d_out != d_out)
+        fail("--load: the checkpoint's input/output shape does not fit --task " + kind);
+    if (model_maxT < T) fail(strfmt("--load: the checkpoint's max-T %d is shorter than the task's %d", model_maxT, T));
+}
+
+TrainOptions train_options_from_cli(const Cli& cli, const std::string& binary, const Task& task, int steps) {
+    TrainOptions o;
+    o.steps = steps;
+    o.lr = cli.get_double("--lr", 0, 10);
+    o.warmup = (int)cli.get_int("--warmup", 0);
+    o.min_lr_frac = cli.get_double("--min-lr-frac", 0, 1);
+    o.adam.weight_decay = (float)cli.get_double("--weight-decay", 0, 10);
+    o.adam.grad_clip = (float)cli.get_double("--grad-clip", 0);
+    o.eval_every = (int)cli.get_int("--eval-every", 0);
+    o.save_every = (int)cli.get_int("--save-every", 0);
+    o.run_dir = cli.has_value("--out") ? cli.get("--out") : default_run_dir(binary, cli.preset_name().empty() ? task.kind : cli.preset_name());
+    make_dirs(o.run_dir);
+    o.save_path = cli.has_value("--save") ? cli.get("--save") : o.run_dir + "/model.safetensors";
+    o.dump_dir = cli.get("--dump-npy");
+    o.tokens_per_step = (int64_t)task.B * task.T;
+    return o;
+}
+
+nlohmann::json run_summary(const std::string& binary, const Cli& cli, const Task& task, const nlohmann::json& model,
+                           int64_t params, int threads, Device dev, const TrainOptions& o, const TrainResult& r) {
+    nlohmann::json s = {{"binary", binary}, {"task", task.kind}, {"model", model}, {"params", params},
+                        {"flags", cli_json(cli.values())}, {"threads", threads}, {"device", device_name(dev)},
+                        {"steps", r.steps_done}, {"final_train_loss", r.last_loss}, {"ms_per_step", r.ms_per_step},
+                        {"tokens_per_s", r.tokens_per_s}, {"checkpoint", o.save_path}};
+    for (auto& kv : r.last_eval) s["final_" + kv.first] = kv.second;
+    return s;
+}
+
+std::string final_line(const TrainResult& r) {
+    std::string s = strfmt("final: train loss %.4f", r.last_loss);
+    for (auto& kv : r.last_eval) s += strfmt("  %s %.4f", kv.first.c_str(), kv.second);
+    return s;
+}
+
+}  // namespace icl
