@@ -9,6 +9,7 @@
 
 #include "engine/common.h"
 #include "layers/dispatch.h"
+#include "models/block.h"
 
 namespace icl {
 
@@ -109,91 +110,100 @@ CGT<real>::CGT(const CGTConfig& c, Device dev, uint64_t seed) : cfg(c), rng_(Rng
     s.init_params(seed);
 }
 
+// The x stream's blocks: GPT blocks of width d_x; blocks ≥ ℓ put T^κ(u; y) between each LN and its projection.
+static BlockShape x_block_shape(const CGTConfig& c, int b) {
+    BlockShape k;
+    k.C = c.dx;
+    k.NH = c.NHx;
+    if (c.modulated(b)) {
+        k.mix = MixKind::generator;
+        k.M = c.M;
+        k.r = c.r;
+        k.Dy = c.dy;
+        k.h = c.h;
+    }
+    return k;
+}
+
+// The y stream's blocks (< ℓ): width d_y, the projections read [LN_x(x), LN_y(y)].
+static BlockShape y_block_shape(const CGTConfig& c) {
+    BlockShape k;
+    k.C = c.dy;
+    k.NH = c.NHy;
+    k.mix = MixKind::concat;
+    k.Cx = c.dx;
+    k.stream = 'y';
+    return k;
+}
+
+// Block b of the x stream over (Bp,Tp) rows; the generators read ygen and accumulate into dygen.
+template <typename real>
+BlockRun<real> CGT<real>::x_block_run(int b, int Bp, int Tp, const real* ygen, real* dygen) {
+    BlockRun<real> r;
+    r.k = x_block_shape(cfg, b);
+    r.B = Bp;
+    r.T = Tp;
+    r.scratch = scratch_.ptr;
+    r.y = ygen;
+    r.dy = dygen;
+    r.gscratch = gscratch_.ptr;
+    return r;
+}
+
+// The y-stream block at activation prefix h (reads the x block's LN1/LN2 outputs there).
+template <typename real>
+BlockRun<real> CGT<real>::y_block_run(const std::string& h, int Bp, int Tp) {
+    BlockRun<real> r;
+    r.k = y_block_shape(cfg);
+    r.B = Bp;
+    r.T = Tp;
+    r.scratch = scratch_.ptr;
+    r.ux1 = s.act(h + "ln1");
+    r.ux2 = s.act(h + "ln2");
+    r.dux1 = s.dact(h + "ln1");
+    r.dux2 = s.dact(h + "ln2");
+    return r;
+}
+
 template <typename real>
 void CGT<real>::layout(int B_, int T_, int Ta_) {
     if (B_ == B && T_ == T && Ta_ == Ta && s.atable.size() > 0) return;
     B = B_; T = T_; Ta = Ta_;
-    const int64_t dx = cfg.dx, dy = cfg.dy, Mr = (int64_t)cfg.M * cfg.r, Bl = B;
-    TensorTable a, g;
-    auto act = [&](const std::string& n, Shape sh, const char* doc, bool grad) {
-        a.add({n, sh, Init::none, 0, doc, false});
-        if (grad) g.add({n, sh, Init::none, 0, doc, false});
-    };
+    const int64_t dx = cfg.dx, dy = cfg.dy, Bl = B;
+    ActTable t;
     auto pass = [&](const std::string& pre, int64_t Tl, bool ystream) {
-        act(pre + "encoded", {Bl, Tl, dx}, "x⁰: token + position embedding, x slice", true);
-        if (ystream) act(pre + "encoded_y", {Bl, Tl, dy}, "y⁰: token + position embedding, y slice", true);
+        t.add(pre + "encoded", {Bl, Tl, dx}, "x⁰: token + position embedding, x slice", true);
+        if (ystream) t.add(pre + "encoded_y", {Bl, Tl, dy}, "y⁰: token + position embedding, y slice", true);
         for (int b = 0; b < cfg.L; b++) {
             std::string h = pre + "h." + std::to_string(b) + ".";
-            act(h + "ln1", {Bl, Tl, dx}, "LN1(x)", true);
-            act(h + "ln1.mean", {Bl, Tl}, "LN1 mean", false);
-            act(h + "ln1.rstd", {Bl, Tl}, "LN1 1/std", false);
-            for (const char* k : {"att", "mlp"}) {
-                if (!cfg.modulated(b)) break;
-                std::string gn = h + "gen." + k + ".";
-                act(gn + "out", {Bl, Tl, dx}, "T^κ(u; y): generator output fed to the projection", true);
-                act(gn + "c", {Bl, Tl, cfg.M}, "generator mixing coefficients σ^κ = h(S[y;1])", false);
-                act(gn + "P", {Bl, Tl, Mr}, "[u;1]ᵀR_all", false);
-                act(gn + "z", {Bl, Tl, cfg.r}, "R(y)ᵀ[u;1]", false);
-                act(gn + "G", {Bl, Tl, Mr}, "c_m z_k", false);
-            }
-            act(h + "qkv", {Bl, Tl, 3 * dx}, "[q|k|v]", true);
-            act(h + "att", {Bl, cfg.NHx, Tl, Tl}, "attention probabilities", false);
-            act(h + "atty", {Bl, Tl, dx}, "attention output", true);
-            act(h + "attproj", {Bl, Tl, dx}, "attention output projection", true);
-            act(h + "res2", {Bl, Tl, dx}, "residual after attention", true);
-            act(h + "ln2", {Bl, Tl, dx}, "LN2(x)", true);
-            act(h + "ln2.mean", {Bl, Tl}, "LN2 mean", false);
-            act(h + "ln2.rstd", {Bl, Tl}, "LN2 1/std", false);
-            act(h + "fch", {Bl, Tl, 4 * dx}, "MLP pre-activation", true);
-            act(h + "fch_gelu", {Bl, Tl, 4 * dx}, "GELU", true);
-            act(h + "fcproj", {Bl, Tl, dx}, "MLP output", true);
-            act(h + "res3", {Bl, Tl, dx}, "block output (x)", true);
-            if (ystream && b < cfg.ell) {
-                std::string y = h + "y.";
-                act(y + "ln1", {Bl, Tl, dy}, "LN1y(y)", true);
-                act(y + "ln1.mean", {Bl, Tl}, "LN1y mean", false);
-                act(y + "ln1.rstd", {Bl, Tl}, "LN1y 1/std", false);
-                act(y + "cat1", {Bl, Tl, dx + dy}, "[LN1x(x), LN1y(y)]", true);
-                act(y + "qkv", {Bl, Tl, 3 * dy}, "y [q|k|v]", true);
-                act(y + "att", {Bl, cfg.NHy, Tl, Tl}, "y attention probabilities", false);
-                act(y + "atty", {Bl, Tl, dy}, "y attention output", true);
-                act(y + "attproj", {Bl, Tl, dy}, "y attention projection", true);
-                act(y + "res2", {Bl, Tl, dy}, "y residual after attention", true);
-                act(y + "ln2", {Bl, Tl, dy}, "LN2y(y)", true);
-                act(y + "ln2.mean", {Bl, Tl}, "LN2y mean", false);
-                act(y + "ln2.rstd", {Bl, Tl}, "LN2y 1/std", false);
-                act(y + "cat2", {Bl, Tl, dx + dy}, "[LN2x(x), LN2y(y)]", true);
-                act(y + "fch", {Bl, Tl, 4 * dy}, "y MLP pre-activation", true);
-                act(y + "fch_gelu", {Bl, Tl, 4 * dy}, "y GELU", true);
-                act(y + "fcproj", {Bl, Tl, dy}, "y MLP output", true);
-                act(y + "res3", {Bl, Tl, dy}, "block output (y)", true);
-            }
+            block_activations(t, h, Bl, Tl, x_block_shape(cfg, b));
+            if (ystream && b < cfg.ell) block_activations(t, h + "y.", Bl, Tl, y_block_shape(cfg));
             if (ystream && b == cfg.ell - 1) {
-                act(pre + "yl", {Bl, Tl, dy}, "y^ℓ: the context summary (y after block ℓ; VAE: μ)", true);
+                t.add(pre + "yl", {Bl, Tl, dy}, "y^ℓ: the context summary (y after block ℓ; VAE: μ)", true);
                 if (cfg.vae) {
-                    act(pre + "vae.logv", {Bl, Tl, dy}, "VAE log-variance of y^ℓ", true);
-                    act(pre + "vae.eps", {Bl, Tl, dy}, "VAE noise ε (0 in eval)", false);
-                    act(pre + "y_used", {Bl, Tl, dy}, "VAE sample μ + e^{½logv}ε that the generators read", true);
+                    t.add(pre + "vae.logv", {Bl, Tl, dy}, "VAE log-variance of y^ℓ", true);
+                    t.add(pre + "vae.eps", {Bl, Tl, dy}, "VAE noise ε (0 in eval)", false);
+                    t.add(pre + "y_used", {Bl, Tl, dy}, "VAE sample μ + e^{½logv}ε that the generators read", true);
                 }
             }
         }
         if (!ystream && cfg.has_y() && cfg.L > cfg.ell)
-            act(pre + "ytilde", {Bl, Tl, dy}, "frozen y each position's generators read (aux: ỹ_b = y^ℓ[b, s_b−1])", true);
-        act(pre + "lnf", {Bl, Tl, dx}, "final LN", true);
-        act(pre + "lnf.mean", {Bl, Tl}, "final LN mean", false);
-        act(pre + "lnf.rstd", {Bl, Tl}, "final LN 1/std", false);
+            t.add(pre + "ytilde", {Bl, Tl, dy}, "frozen y each position's generators read (aux: ỹ_b = y^ℓ[b, s_b−1])", true);
+        t.add(pre + "lnf", {Bl, Tl, dx}, "final LN", true);
+        t.add(pre + "lnf.mean", {Bl, Tl}, "final LN mean", false);
+        t.add(pre + "lnf.rstd", {Bl, Tl}, "final LN 1/std", false);
         if (cfg.d_out > 0) {
-            act(pre + "pred", {Bl, Tl, cfg.d_out}, "vector predictions", true);
+            t.add(pre + "pred", {Bl, Tl, cfg.d_out}, "vector predictions", true);
         } else {
-            act(pre + "logits", {Bl, Tl, cfg.V}, "logits", true);
-            act(pre + "probs", {Bl, Tl, cfg.V}, "softmax(logits)", false);
+            t.add(pre + "logits", {Bl, Tl, cfg.V}, "logits", true);
+            t.add(pre + "probs", {Bl, Tl, cfg.V}, "softmax(logits)", false);
         }
-        act(pre + "losses", {Bl, Tl}, "per-position loss", false);
+        t.add(pre + "losses", {Bl, Tl}, "per-position loss", false);
     };
     if (T > 0) pass("", T, cfg.has_y());
     if (Ta > 0) pass("aux.", Ta, false);
-    s.atable = std::move(a);
-    s.gtable = std::move(g);
+    s.atable = std::move(t.acts);
+    s.gtable = std::move(t.grads);
     s.alloc_acts();
     const int nt = omp_get_max_threads();
     size_t sc = 0;
@@ -246,7 +256,7 @@ template <typename real>
 real* CGT<real>::x_pass_forward(const std::string& pre, int Bp, int Tp, const int* tokens, const real* vectors, const int* pos,
                                 const real* ygen, bool with_y_stream) {
     const Device dev = s.dev;
-    const int N = Bp * Tp, dx = cfg.dx, dy = cfg.dy, NH = cfg.NHx;
+    const int N = Bp * Tp, dx = cfg.dx, dy = cfg.dy;
     real* x = s.act(pre + "encoded");
     if (cfg.d_in > 0) op::vector_embed_forward(dev, x, vectors, pos, s.param("wpe"), Bp, Tp, dx, cfg.d_in, cfg.maxT);
     else op::encoder_forward(dev, x, tokens, pos, s.param("wte"), s.param("wpe"), Bp, Tp, dx, cfg.V, cfg.maxT);
@@ -258,49 +268,11 @@ real* CGT<real>::x_pass_forward(const std::string& pre, int Bp, int Tp, const in
     }
     for (int b = 0; b < cfg.L; b++) {
         const std::string h = pre + "h." + std::to_string(b) + ".", ph = "h." + std::to_string(b) + ".";
-        auto A = [&](const std::string& n) { return s.act(h + n); };
-        auto P = [&](const std::string& n) { return s.param(ph + n); };
-        const bool mod = cfg.modulated(b);
-        // x = x + Attn(T^att(LN1(x); y))
-        op::layernorm_forward(dev, A("ln1"), A("ln1.mean"), A("ln1.rstd"), x, P("ln1.w"), P("ln1.b"), N, dx);
-        real* u = A("ln1");
-        if (mod) {
-            op::generator_forward(dev, A("gen.att.out"), A("gen.att.c"), A("gen.att.P"), A("gen.att.z"), A("gen.att.G"), A("ln1"), ygen,
-                                  P("gen.att.S"), P("gen.att.L"), P("gen.att.R"), N, dx, dy, cfg.M, cfg.r, cfg.h);
-            u = A("gen.att.out");
-        }
-        op::matmul_forward(dev, A("qkv"), u, P("attn.qkv.w"), P("attn.qkv.b"), N, dx, 3 * dx);
-        op::attention_forward(dev, A("atty"), A("att"), scratch_.ptr, A("qkv"), Bp, Tp, dx, NH);
-        op::matmul_forward(dev, A("attproj"), A("atty"), P("attn.proj.w"), P("attn.proj.b"), N, dx, dx);
-        op::residual_forward(dev, A("res2"), x, A("attproj"), (int64_t)N * dx);
-        // x = x + MLP(T^mlp(LN2(x); y))
-        op::layernorm_forward(dev, A("ln2"), A("ln2.mean"), A("ln2.rstd"), A("res2"), P("ln2.w"), P("ln2.b"), N, dx);
-        u = A("ln2");
-        if (mod) {
-            op::generator_forward(dev, A("gen.mlp.out"), A("gen.mlp.c"), A("gen.mlp.P"), A("gen.mlp.z"), A("gen.mlp.G"), A("ln2"), ygen,
-                                  P("gen.mlp.S"), P("gen.mlp.L"), P("gen.mlp.R"), N, dx, dy, cfg.M, cfg.r, cfg.h);
-            u = A("gen.mlp.out");
-        }
-        op::matmul_forward(dev, A("fch"), u, P("mlp.fc.w"), P("mlp.fc.b"), N, dx, 4 * dx);
-        op::gelu_forward(dev, A("fch_gelu"), A("fch"), (int64_t)N * 4 * dx);
-        op::matmul_forward(dev, A("fcproj"), A("fch_gelu"), P("mlp.proj.w"), P("mlp.proj.b"), N, 4 * dx, dx);
-        op::residual_forward(dev, A("res3"), A("res2"), A("fcproj"), (int64_t)N * dx);
-        x = A("res3");
+        // x = x + Attn(T^att(LN1(x); y)) ;  x = x + MLP(T^mlp(LN2(x); y))   (no T^κ in blocks < ℓ)
+        x = block_forward(s, h, ph, x, x_block_run(b, Bp, Tp, ygen, nullptr));
         if (with_y_stream && b < cfg.ell) {
-            // the y stream reads [LN1x(x), LN1y(y)] and [LN2x(x), LN2y(y)]; x never reads y
-            op::layernorm_forward(dev, A("y.ln1"), A("y.ln1.mean"), A("y.ln1.rstd"), y, P("y.ln1.w"), P("y.ln1.b"), N, dy);
-            op::concat_forward(dev, A("y.cat1"), A("ln1"), A("y.ln1"), N, dx, dy);
-            op::matmul_forward(dev, A("y.qkv"), A("y.cat1"), P("y.attn.qkv.w"), P("y.attn.qkv.b"), N, dx + dy, 3 * dy);
-            op::attention_forward(dev, A("y.atty"), A("y.att"), scratch_.ptr, A("y.qkv"), Bp, Tp, dy, cfg.NHy);
-            op::matmul_forward(dev, A("y.attproj"), A("y.atty"), P("y.attn.proj.w"), P("y.attn.proj.b"), N, dy, dy);
-            op::residual_forward(dev, A("y.res2"), y, A("y.attproj"), (int64_t)N * dy);
-            op::layernorm_forward(dev, A("y.ln2"), A("y.ln2.mean"), A("y.ln2.rstd"), A("y.res2"), P("y.ln2.w"), P("y.ln2.b"), N, dy);
-            op::concat_forward(dev, A("y.cat2"), A("ln2"), A("y.ln2"), N, dx, dy);
-            op::matmul_forward(dev, A("y.fch"), A("y.cat2"), P("y.mlp.fc.w"), P("y.mlp.fc.b"), N, dx + dy, 4 * dy);
-            op::gelu_forward(dev, A("y.fch_gelu"), A("y.fch"), (int64_t)N * 4 * dy);
-            op::matmul_forward(dev, A("y.fcproj"), A("y.fch_gelu"), P("y.mlp.proj.w"), P("y.mlp.proj.b"), N, 4 * dy, dy);
-            op::residual_forward(dev, A("y.res3"), A("y.res2"), A("y.fcproj"), (int64_t)N * dy);
-            y = A("y.res3");
+            // y = y + Attn_y([LN1x(x), LN1y(y)]) ;  y = y + MLP_y([LN2x(x), LN2y(y)])   (x never reads y)
+            y = block_forward(s, h + "y.", ph + "y.", y, y_block_run(h, Bp, Tp));
             if (b == cfg.ell - 1) {
                 // y^ℓ = y (copy, so it has its own name in dumps);  VAE: y_used = μ + e^{½ logv} ε
                 real* yl = s.act(pre + "yl");
@@ -366,7 +338,7 @@ template <typename real>
 void CGT<real>::x_pass_backward(const std::string& pre, int Bp, int Tp, const int* tokens, const int* pos, const real* ygen, real* dygen,
                                 bool with_y_stream) {
     const Device dev = s.dev;
-    const int N = Bp * Tp, dx = cfg.dx, dy = cfg.dy, NH = cfg.NHx;
+    const int N = Bp * Tp, dx = cfg.dx, dy = cfg.dy;
     const std::string last = pre + "h." + std::to_string(cfg.L - 1) + ".res3";
     // lnf = LN_f(x_L)
     op::layernorm_backward(dev, s.dact(last), s.grad("lnf.w"), s.grad("lnf.b"), s.dact(pre + "lnf"), s.act(last), s.param("lnf.w"),
@@ -378,11 +350,6 @@ void CGT<real>::x_pass_backward(const std::string& pre, int Bp, int Tp, const in
     for (int b = cfg.L - 1; b >= 0; b--) {
         const std::string h = pre + "h." + std::to_string(b) + ".", ph = "h." + std::to_string(b) + ".";
         const std::string in = b == 0 ? pre + "encoded" : pre + "h." + std::to_string(b - 1) + ".res3";
-        auto A = [&](const std::string& n) { return s.act(h + n); };
-        auto D = [&](const std::string& n) { return s.dact(h + n); };
-        auto P = [&](const std::string& n) { return s.param(ph + n); };
-        auto G = [&](const std::string& n) { return s.grad(ph + n); };
-        const bool mod = cfg.modulated(b);
         if (with_y_stream && b < cfg.ell) {
             const std::string yin = b == 0 ? pre + "encoded_y" : pre + "h." + std::to_string(b - 1) + ".y.res3";
             if (b == cfg.ell - 1) {
@@ -399,46 +366,13 @@ void CGT<real>::x_pass_backward(const std::string& pre, int Bp, int Tp, const in
                 if (loss.wC > 0) op::continuity_reg_backward(dev, dyl, yl, loss.wC, Bp, Tp, dy);
                 if (loss.wD > 0) op::decorrelation_reg_backward(dev, dyl, yl, loss.wD, Bp, Tp, dy);
                 // yl = y.res3 (copy)
-                op::residual_backward(dev, D("y.res3"), (real*)nullptr, dyl, (int64_t)N * dy);
+                op::residual_backward(dev, s.dact(h + "y.res3"), (real*)nullptr, dyl, (int64_t)N * dy);
             }
-            // y_out = y_mid + W2y·GELU(W1y·[mx, my] + b1y) + b2y
-            op::residual_backward(dev, D("y.res2"), D("y.fcproj"), D("y.res3"), (int64_t)N * dy);
-            op::matmul_backward(dev, D("y.fch_gelu"), G("y.mlp.proj.w"), G("y.mlp.proj.b"), D("y.fcproj"), A("y.fch_gelu"), P("y.mlp.proj.w"), N, 4 * dy, dy);
-            op::gelu_backward(dev, D("y.fch"), A("y.fch"), D("y.fch_gelu"), (int64_t)N * 4 * dy);
-            op::matmul_backward(dev, D("y.cat2"), G("y.mlp.fc.w"), G("y.mlp.fc.b"), D("y.fch"), A("y.cat2"), P("y.mlp.fc.w"), N, dx + dy, 4 * dy);
-            // cat2 = [LN2x(x_mid), LN2y(y_mid)]: the x part goes into the x stream's LN2 output gradient
-            op::concat_backward(dev, D("ln2"), D("y.ln2"), D("y.cat2"), N, dx, dy);
-            op::layernorm_backward(dev, D("y.res2"), G("y.ln2.w"), G("y.ln2.b"), D("y.ln2"), A("y.res2"), P("y.ln2.w"), A("y.ln2.mean"), A("y.ln2.rstd"), N, dy);
-            // y_mid = y + MHA_y([ax, ay])·Wo_yᵀ + bo_y
-            op::residual_backward(dev, s.dact(yin), D("y.attproj"), D("y.res2"), (int64_t)N * dy);
-            op::matmul_backward(dev, D("y.atty"), G("y.attn.proj.w"), G("y.attn.proj.b"), D("y.attproj"), A("y.atty"), P("y.attn.proj.w"), N, dy, dy);
-            op::attention_backward(dev, D("y.qkv"), scratch_.ptr, D("y.atty"), A("y.qkv"), A("y.att"), Bp, Tp, dy, cfg.NHy);
-            op::matmul_backward(dev, D("y.cat1"), G("y.attn.qkv.w"), G("y.attn.qkv.b"), D("y.qkv"), A("y.cat1"), P("y.attn.qkv.w"), N, dx + dy, 3 * dy);
-            op::concat_backward(dev, D("ln1"), D("y.ln1"), D("y.cat1"), N, dx, dy);
-            op::layernorm_backward(dev, s.dact(yin), G("y.ln1.w"), G("y.ln1.b"), D("y.ln1"), s.act(yin), P("y.ln1.w"), A("y.ln1.mean"), A("y.ln1.rstd"), N, dy);
+            // y = y + Attn_y([LN1x(x), LN1y(y)]) ;  y = y + MLP_y([LN2x(x), LN2y(y)])
+            block_backward(s, h + "y.", ph + "y.", s.act(yin), s.dact(yin), y_block_run(h, Bp, Tp));
         }
-        // res3 = res2 + fcproj
-        op::residual_backward(dev, D("res2"), D("fcproj"), D("res3"), (int64_t)N * dx);
-        op::matmul_backward(dev, D("fch_gelu"), G("mlp.proj.w"), G("mlp.proj.b"), D("fcproj"), A("fch_gelu"), P("mlp.proj.w"), N, 4 * dx, dx);
-        op::gelu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * dx);
-        const std::string um = mod ? "gen.mlp.out" : "ln2";
-        op::matmul_backward(dev, D(um), G("mlp.fc.w"), G("mlp.fc.b"), D("fch"), A(um), P("mlp.fc.w"), N, dx, 4 * dx);
-        if (mod)  // gen.mlp.out = T^mlp(ln2; y)
-            op::generator_backward(dev, D("ln2"), dygen, G("gen.mlp.S"), G("gen.mlp.L"), G("gen.mlp.R"), gscratch_.ptr, D("gen.mlp.out"), A("ln2"), ygen,
-                                   A("gen.mlp.c"), A("gen.mlp.P"), A("gen.mlp.z"), A("gen.mlp.G"), P("gen.mlp.S"), P("gen.mlp.L"), P("gen.mlp.R"),
-                                   N, dx, dy, cfg.M, cfg.r, cfg.h);
-        op::layernorm_backward(dev, D("res2"), G("ln2.w"), G("ln2.b"), D("ln2"), A("res2"), P("ln2.w"), A("ln2.mean"), A("ln2.rstd"), N, dx);
-        // res2 = x + attproj
-        op::residual_backward(dev, s.dact(in), D("attproj"), D("res2"), (int64_t)N * dx);
-        op::matmul_backward(dev, D("atty"), G("attn.proj.w"), G("attn.proj.b"), D("attproj"), A("atty"), P("attn.proj.w"), N, dx, dx);
-        op::attention_backward(dev, D("qkv"), scratch_.ptr, D("atty"), A("qkv"), A("att"), Bp, Tp, dx, NH);
-        const std::string ua = mod ? "gen.att.out" : "ln1";
-        op::matmul_backward(dev, D(ua), G("attn.qkv.w"), G("attn.qkv.b"), D("qkv"), A(ua), P("attn.qkv.w"), N, dx, 3 * dx);
-        if (mod)  // gen.att.out = T^att(ln1; y)
-            op::generator_backward(dev, D("ln1"), dygen, G("gen.att.S"), G("gen.att.L"), G("gen.att.R"), gscratch_.ptr, D("gen.att.out"), A("ln1"), ygen,
-                                   A("gen.att.c"), A("gen.att.P"), A("gen.att.z"), A("gen.att.G"), P("gen.att.S"), P("gen.att.L"), P("gen.att.R"),
-                                   N, dx, dy, cfg.M, cfg.r, cfg.h);
-        op::layernorm_backward(dev, s.dact(in), G("ln1.w"), G("ln1.b"), D("ln1"), s.act(in), P("ln1.w"), A("ln1.mean"), A("ln1.rstd"), N, dx);
+        // x = x + Attn(T^att(LN1(x); y)) ;  x = x + MLP(T^mlp(LN2(x); y))
+        block_backward(s, h, ph, s.act(in), s.dact(in), x_block_run(b, Bp, Tp, ygen, dygen));
     }
     // encoded = wte[tokens] + wpe[pos]  (x and y slices)
     if (cfg.d_in > 0) {

@@ -31,6 +31,7 @@
 #include "data/batch.h"
 #include "engine/rng.h"
 #include "layers/generator.h"
+#include "models/block.h"
 #include "models/gpt.h"
 #include "models/state.h"
 
@@ -114,6 +115,8 @@ struct CGT {
 
 private:
     void layout(int B, int T, int Ta);
+    BlockRun<real> x_block_run(int b, int Bp, int Tp, const real* ygen, real* dygen);  // models/block.h
+    BlockRun<real> y_block_run(const std::string& h, int Bp, int Tp);
     real* x_pass_forward(const std::string& pre, int Bp, int Tp, const int* tokens, const real* vectors, const int* pos,
                          const real* ygen, bool with_y_stream);
     void x_pass_backward(const std::string& pre, int Bp, int Tp, const int* tokens, const int* pos, const real* ygen, real* dygen,

@@ -16,6 +16,7 @@
 
 #include "data/batch.h"
 #include "engine/rng.h"
+#include "models/block.h"
 #include "models/state.h"
 
 namespace icl {
@@ -57,6 +58,7 @@ struct GPT {
 
 private:
     void layout(int B, int T);      // the activation table for (B,T)
+    BlockRun<real> block_run();     // every block's shape and buffers for the current (B,T)
     Buffer<int> d_tokens_, d_targets_, d_pos_;
     Buffer<real> d_vectors_, d_target_vecs_, d_dloss_, scratch_;
     std::vector<real> dloss_host_;

@@ -8,6 +8,7 @@
 
 #include "engine/common.h"
 #include "layers/dispatch.h"
+#include "models/block.h"
 
 namespace icl {
 
@@ -49,33 +50,24 @@ int64_t KernelLMConfig::num_params() const { return kernel_lm_parameters(*this).
 // the registry. GPT-2 init (N(0,0.02), residual projections N(0,0.02/√(2L)), biases 0, LN gains 1); the
 // ICLCA biases start at zero (spec §7 "Bias parametrization") and get no weight decay.
 
+// The pre-LN block as the kernel LM runs it: kernel attention with (b_KV, b_D), nothing between LN and projection.
+static BlockShape block_shape(const KernelLMConfig& c) {
+    BlockShape k;
+    k.C = c.C;
+    k.NH = c.NH;
+    k.attn = AttnKind::kernel;
+    return k;
+}
+
 TensorTable kernel_lm_parameters(const KernelLMConfig& c) {
     TensorTable t;
-    const float s = 0.02f, sres = 0.02f / std::sqrt(2.0f * c.L);
+    const float s = 0.02f;
     auto W = [&](std::string n, Shape sh, float std, std::string doc) { t.add({n, sh, Init::normal, std, doc, true}); };
     auto Z = [&](std::string n, Shape sh, std::string doc) { t.add({n, sh, Init::zeros, 0, doc, false}); };
     auto O = [&](std::string n, Shape sh, std::string doc) { t.add({n, sh, Init::ones, 0, doc, false}); };
-    const int64_t C = c.C, NH = c.NH, hs = c.hs();
+    const int64_t C = c.C;
     W("wte", {c.V, C}, s, "token embedding (V,C); also the tied LM head");
-    for (int l = 0; l < c.L; l++) {
-        std::string h = "h." + std::to_string(l) + ".";
-        O(h + "ln1.w", {C}, "attention layer-norm gain");
-        Z(h + "ln1.b", {C}, "attention layer-norm bias");
-        W(h + "attn.qkv.w", {3 * C, C}, s, "query/key/value projection (3C,C)");
-        Z(h + "attn.qkv.b", {3 * C}, "query/key/value bias");
-        if (c.bias) {
-            Z(h + "attn.bkv", {NH, hs, hs}, "ICLCA key-value bias b_KV (NH,m,hs): initial numerator state, rotated frame of position 0");
-            Z(h + "attn.bd", {NH, hs}, "ICLCA denominator bias b_D (NH,m): initial denominator state, unrotated");
-        }
-        W(h + "attn.proj.w", {C, C}, sres, "attention output projection (C,C)");
-        Z(h + "attn.proj.b", {C}, "attention output bias");
-        O(h + "ln2.w", {C}, "MLP layer-norm gain");
-        Z(h + "ln2.b", {C}, "MLP layer-norm bias");
-        W(h + "mlp.fc.w", {4 * C, C}, s, "MLP up projection (4C,C)");
-        Z(h + "mlp.fc.b", {4 * C}, "MLP up bias");
-        W(h + "mlp.proj.w", {C, 4 * C}, sres, "MLP down projection (C,4C)");
-        Z(h + "mlp.proj.b", {C}, "MLP down bias");
-    }
+    for (int l = 0; l < c.L; l++) block_parameters(t, "h." + std::to_string(l) + ".", block_shape(c), c.L, c.bias != 0);
     O("lnf.w", {C}, "final layer-norm gain");
     Z("lnf.b", {C}, "final layer-norm bias");
     return t;
@@ -97,47 +89,35 @@ KernelLM<real>::KernelLM(const KernelLMConfig& c, Device dev, uint64_t seed) : c
 }
 
 template <typename real>
+BlockRun<real> KernelLM<real>::block_run(const int* pos) {
+    BlockRun<real> b;
+    b.k = block_shape(cfg);
+    b.B = B;
+    b.T = T;
+    b.scratch = scratch_.ptr;
+    b.pos = pos;
+    b.bias = cfg.bias != 0;
+    b.eps = cfg.eps;
+    return b;
+}
+
+template <typename real>
 void KernelLM<real>::layout(int B_, int T_) {
     if (B_ == B && T_ == T) return;
     B = B_;
     T = T_;
-    const int64_t C = cfg.C, NH = cfg.NH, m = cfg.hs(), Bl = B, Tl = T;
-    TensorTable a, g;
-    auto act = [&](const std::string& n, Shape sh, const char* doc, bool grad) {
-        a.add({n, sh, Init::none, 0, doc, false});
-        if (grad) g.add({n, sh, Init::none, 0, doc, false});
-    };
-    act("encoded", {Bl, Tl, C}, "token embedding (no position embedding)", true);
-    for (int l = 0; l < cfg.L; l++) {
-        std::string h = "h." + std::to_string(l) + ".";
-        act(h + "ln1", {Bl, Tl, C}, "LN1(x)", true);
-        act(h + "ln1.mean", {Bl, Tl}, "LN1 mean", false);
-        act(h + "ln1.rstd", {Bl, Tl}, "LN1 1/std", false);
-        act(h + "qkv", {Bl, Tl, 3 * C}, "[q|k|v]", true);
-        act(h + "phiq", {Bl, NH, Tl, m}, "a = phi(q) = elu(q)+1", false);
-        act(h + "phik", {Bl, NH, Tl, m}, "c = phi(k) = elu(k)+1", false);
-        act(h + "rphiq", {Bl, NH, Tl, m}, "R_pos phi(q) (RoPE after phi)", false);
-        act(h + "rphik", {Bl, NH, Tl, m}, "R_pos phi(k) (RoPE after phi)", false);
-        act(h + "den", {Bl, NH, Tl}, "denominator phi(q).(sum phi(k) + b_D) + eps", false);
-        act(h + "atty", {Bl, Tl, C}, "kernel attention output, heads concatenated", true);
-        act(h + "attproj", {Bl, Tl, C}, "attention output projection", true);
-        act(h + "res2", {Bl, Tl, C}, "residual after attention", true);
-        act(h + "ln2", {Bl, Tl, C}, "LN2(x)", true);
-        act(h + "ln2.mean", {Bl, Tl}, "LN2 mean", false);
-        act(h + "ln2.rstd", {Bl, Tl}, "LN2 1/std", false);
-        act(h + "fch", {Bl, Tl, 4 * C}, "MLP pre-activation", true);
-        act(h + "fch_gelu", {Bl, Tl, 4 * C}, "GELU(MLP pre-activation)", true);
-        act(h + "fcproj", {Bl, Tl, C}, "MLP output", true);
-        act(h + "res3", {Bl, Tl, C}, "residual after MLP (block output)", true);
-    }
-    act("lnf", {Bl, Tl, C}, "final LN", true);
-    act("lnf.mean", {Bl, Tl}, "final LN mean", false);
-    act("lnf.rstd", {Bl, Tl}, "final LN 1/std", false);
-    act("logits", {Bl, Tl, cfg.V}, "logits", true);
-    act("probs", {Bl, Tl, cfg.V}, "softmax(logits)", false);
-    act("losses", {Bl, Tl}, "per-position loss", false);
-    s.atable = std::move(a);
-    s.gtable = std::move(g);
+    const int64_t C = cfg.C, Bl = B, Tl = T;
+    ActTable t;
+    t.add("encoded", {Bl, Tl, C}, "token embedding (no position embedding)", true);
+    for (int l = 0; l < cfg.L; l++) block_activations(t, "h." + std::to_string(l) + ".", Bl, Tl, block_shape(cfg));
+    t.add("lnf", {Bl, Tl, C}, "final LN", true);
+    t.add("lnf.mean", {Bl, Tl}, "final LN mean", false);
+    t.add("lnf.rstd", {Bl, Tl}, "final LN 1/std", false);
+    t.add("logits", {Bl, Tl, cfg.V}, "logits", true);
+    t.add("probs", {Bl, Tl, cfg.V}, "softmax(logits)", false);
+    t.add("losses", {Bl, Tl}, "per-position loss", false);
+    s.atable = std::move(t.acts);
+    s.gtable = std::move(t.grads);
     s.alloc_acts();
     size_t scratch = kernel_attention_scratch_size(B, T, cfg.C, cfg.NH, omp_get_max_threads());
     if (scratch_.n < scratch) scratch_ = Buffer<real>(s.dev, scratch);
@@ -150,7 +130,7 @@ double KernelLM<real>::forward(const Batch& bt) {
     if (bt.B < 1 || bt.T < 1) fail("empty batch");
     layout(bt.B, bt.T);
     const Device dev = s.dev;
-    const int N = B * T, C = cfg.C, NH = cfg.NH;
+    const int N = B * T, C = cfg.C;
     const size_t nBT = (size_t)N;
     has_pos_ = !bt.pos.empty();
     if (has_pos_) {
@@ -168,24 +148,11 @@ double KernelLM<real>::forward(const Batch& bt) {
     real* x = s.act("encoded");
     // x = wte[tokens] (+ a zero row: the engine's encoder with a one-row zero position table)
     op::encoder_forward(dev, x, d_tokens_.ptr, d_zero_pos_.ptr, s.param("wte"), zero_wpe_.ptr, B, T, C, cfg.V, 1);
+    const BlockRun<real> run = block_run(pos);
     for (int l = 0; l < cfg.L; l++) {
-        std::string h = "h." + std::to_string(l) + ".";
-        auto A = [&](const char* n) { return s.act(h + n); };
-        auto P = [&](const char* n) { return s.param(h + n); };
-        const real* bkv = cfg.bias ? P("attn.bkv") : nullptr;
-        const real* bd = cfg.bias ? P("attn.bd") : nullptr;
-        op::layernorm_forward(dev, A("ln1"), A("ln1.mean"), A("ln1.rstd"), x, P("ln1.w"), P("ln1.b"), N, C);
-        op::matmul_forward(dev, A("qkv"), A("ln1"), P("attn.qkv.w"), P("attn.qkv.b"), N, C, 3 * C);
-        op::kernel_attention_forward(dev, A("atty"), A("phiq"), A("phik"), A("rphiq"), A("rphik"), A("den"), scratch_.ptr, A("qkv"), pos,
-                                     bkv, bd, B, T, C, NH, cfg.eps);
-        op::matmul_forward(dev, A("attproj"), A("atty"), P("attn.proj.w"), P("attn.proj.b"), N, C, C);
-        op::residual_forward(dev, A("res2"), x, A("attproj"), (int64_t)N * C);
-        op::layernorm_forward(dev, A("ln2"), A("ln2.mean"), A("ln2.rstd"), A("res2"), P("ln2.w"), P("ln2.b"), N, C);
-        op::matmul_forward(dev, A("fch"), A("ln2"), P("mlp.fc.w"), P("mlp.fc.b"), N, C, 4 * C);
-        op::gelu_forward(dev, A("fch_gelu"), A("fch"), (int64_t)N * 4 * C);
-        op::matmul_forward(dev, A("fcproj"), A("fch_gelu"), P("mlp.proj.w"), P("mlp.proj.b"), N, 4 * C, C);
-        op::residual_forward(dev, A("res3"), A("res2"), A("fcproj"), (int64_t)N * C);
-        x = A("res3");
+        const std::string h = "h." + std::to_string(l) + ".";
+        // x = x + kattn(LN1(x)) ;  x = x + mlp(LN2(x))
+        x = block_forward(s, h, h, x, run);
     }
     op::layernorm_forward(dev, s.act("lnf"), s.act("lnf.mean"), s.act("lnf.rstd"), x, s.param("lnf.w"), s.param("lnf.b"), N, C);
     op::matmul_forward(dev, s.act("logits"), s.act("lnf"), s.param("wte"), (const real*)nullptr, N, C, cfg.V);
@@ -212,7 +179,7 @@ template <typename real>
 void KernelLM<real>::backward() {
     if (dloss_host_.empty()) fail("backward() needs a forward() with targets first");
     const Device dev = s.dev;
-    const int N = B * T, C = cfg.C, NH = cfg.NH;
+    const int N = B * T, C = cfg.C;
     s.zero_grad();
     if (d_dloss_.n < (size_t)N) d_dloss_ = Buffer<real>(dev, N);
     s.upload(d_dloss_, 0, dloss_host_.data(), N);
@@ -222,37 +189,12 @@ void KernelLM<real>::backward() {
     std::string last = "h." + std::to_string(cfg.L - 1) + ".res3";
     op::layernorm_backward(dev, s.dact(last), s.grad("lnf.w"), s.grad("lnf.b"), s.dact("lnf"), s.act(last), s.param("lnf.w"),
                            s.act("lnf.mean"), s.act("lnf.rstd"), N, C);
-    const int* pos = has_pos_ ? d_pos_.ptr : nullptr;
+    const BlockRun<real> run = block_run(has_pos_ ? d_pos_.ptr : nullptr);
     for (int l = cfg.L - 1; l >= 0; l--) {
-        std::string h = "h." + std::to_string(l) + ".";
-        std::string in = l == 0 ? "encoded" : "h." + std::to_string(l - 1) + ".res3";
-        auto A = [&](const char* n) { return s.act(h + n); };
-        auto D = [&](const char* n) { return s.dact(h + n); };
-        auto P = [&](const char* n) { return s.param(h + n); };
-        auto G = [&](const char* n) { return s.grad(h + n); };
-        // res3 = res2 + fcproj
-        op::residual_backward(dev, D("res2"), D("fcproj"), D("res3"), (int64_t)N * C);
-        // fcproj = fch_gelu·W2ᵀ + b2
-        op::matmul_backward(dev, D("fch_gelu"), G("mlp.proj.w"), G("mlp.proj.b"), D("fcproj"), A("fch_gelu"), P("mlp.proj.w"), N, 4 * C, C);
-        // fch_gelu = GELU(fch)
-        op::gelu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C);
-        // fch = ln2·W1ᵀ + b1
-        op::matmul_backward(dev, D("ln2"), G("mlp.fc.w"), G("mlp.fc.b"), D("fch"), A("ln2"), P("mlp.fc.w"), N, C, 4 * C);
-        // ln2 = LN2(res2)
-        op::layernorm_backward(dev, D("res2"), G("ln2.w"), G("ln2.b"), D("ln2"), A("res2"), P("ln2.w"), A("ln2.mean"), A("ln2.rstd"), N, C);
-        // res2 = x + attproj
-        op::residual_backward(dev, s.dact(in), D("attproj"), D("res2"), (int64_t)N * C);
-        // attproj = atty·Woᵀ + bo
-        op::matmul_backward(dev, D("atty"), G("attn.proj.w"), G("attn.proj.b"), D("attproj"), A("atty"), P("attn.proj.w"), N, C, C);
-        // atty = kattn(qkv; b_KV, b_D)
-        op::kernel_attention_backward(dev, D("qkv"), cfg.bias ? G("attn.bkv") : (real*)nullptr, cfg.bias ? G("attn.bd") : (real*)nullptr,
-                                      scratch_.ptr, D("atty"), A("atty"), A("phiq"), A("phik"), A("rphiq"), A("rphik"), A("den"), A("qkv"),
-                                      pos, cfg.bias ? P("attn.bkv") : (const real*)nullptr, cfg.bias ? P("attn.bd") : (const real*)nullptr,
-                                      B, T, C, NH);
-        // qkv = ln1·Wqkvᵀ + bqkv
-        op::matmul_backward(dev, D("ln1"), G("attn.qkv.w"), G("attn.qkv.b"), D("qkv"), A("ln1"), P("attn.qkv.w"), N, C, 3 * C);
-        // ln1 = LN1(x)
-        op::layernorm_backward(dev, s.dact(in), G("ln1.w"), G("ln1.b"), D("ln1"), s.act(in), P("ln1.w"), A("ln1.mean"), A("ln1.rstd"), N, C);
+        const std::string h = "h." + std::to_string(l) + ".";
+        const std::string in = l == 0 ? "encoded" : "h." + std::to_string(l - 1) + ".res3";
+        // x = x + kattn(LN1(x)) ;  x = x + mlp(LN2(x))
+        block_backward(s, h, h, s.act(in), s.dact(in), run);
     }
     // encoded = wte[tokens] + 0
     op::encoder_backward(dev, s.grad("wte"), (real*)nullptr, s.dact("encoded"), d_tokens_.ptr, d_zero_pos_.ptr, B, T, C, cfg.V, 1);

@@ -20,6 +20,7 @@
 
 #include "data/batch.h"
 #include "engine/rng.h"
+#include "models/block.h"
 #include "models/state.h"
 
 namespace icl {
@@ -68,6 +69,7 @@ struct KernelLM {
 
 private:
     void layout(int B, int T);
+    BlockRun<real> block_run(const int* pos);    // every block's shape and buffers for the current (B,T) and positions
     Buffer<int> d_tokens_, d_targets_, d_pos_, d_zero_pos_;
     Buffer<real> zero_wpe_, d_dloss_, scratch_, step_buf_;
     std::vector<real> dloss_host_;

@@ -1,0 +1,220 @@
+// block.cpp — the pre-LN block's activation table, forward and backward. See block.h.
+#include "models/block.h"
+
+#include <cmath>
+
+#include "engine/common.h"
+#include "layers/dispatch.h"
+
+namespace icl {
+
+void ActTable::add(const std::string& name, Shape shape, const std::string& doc, bool grad) {
+    acts.add({name, shape, Init::none, 0, doc, false});
+    if (grad) grads.add({name, shape, Init::none, 0, doc, false});
+}
+
+void block_parameters(TensorTable& t, const std::string& p, const BlockShape& k, int L, bool kernel_bias) {
+    const float s = 0.02f, sres = 0.02f / std::sqrt(2.0f * L);
+    auto W = [&](std::string n, Shape sh, float std, std::string doc) { t.add({p + n, sh, Init::normal, std, doc, true}); };
+    auto Z = [&](std::string n, Shape sh, std::string doc) { t.add({p + n, sh, Init::zeros, 0, doc, false}); };
+    auto O = [&](std::string n, Shape sh, std::string doc) { t.add({p + n, sh, Init::ones, 0, doc, false}); };
+    const int64_t C = k.C, NH = k.NH, hs = k.C / k.NH;
+    O("ln1.w", {C}, "attention layer-norm gain");
+    Z("ln1.b", {C}, "attention layer-norm bias");
+    W("attn.qkv.w", {3 * C, C}, s, "query/key/value projection (3C,C)");
+    Z("attn.qkv.b", {3 * C}, "query/key/value bias");
+    if (kernel_bias) {
+        Z("attn.bkv", {NH, hs, hs}, "ICLCA key-value bias b_KV (NH,m,hs): initial numerator state, rotated frame of position 0");
+        Z("attn.bd", {NH, hs}, "ICLCA denominator bias b_D (NH,m): initial denominator state, unrotated");
+    }
+    W("attn.proj.w", {C, C}, sres, "attention output projection (C,C)");
+    Z("attn.proj.b", {C}, "attention output bias");
+    O("ln2.w", {C}, "MLP layer-norm gain");
+    Z("ln2.b", {C}, "MLP layer-norm bias");
+    W("mlp.fc.w", {4 * C, C}, s, "MLP up projection (4C,C)");
+    Z("mlp.fc.b", {4 * C}, "MLP up bias");
+    W("mlp.proj.w", {C, 4 * C}, sres, "MLP down projection (C,4C)");
+    Z("mlp.proj.b", {C}, "MLP down bias");
+}
+
+// The names of the mix at each site: "att" (after LN1, before QKV) and "mlp" (after LN2, before FC).
+static std::string mix_out(const BlockShape& k, int site) {
+    switch (k.mix) {
+        case MixKind::generator: return site == 1 ? "gen.att.out" : "gen.mlp.out";
+        case MixKind::concat: return site == 1 ? "cat1" : "cat2";
+        default: return site == 1 ? "ln1" : "ln2";
+    }
+}
+
+// Docs name the stream: "LN1(x)", "[q|k|v]" in the x stream; "LN1y(y)", "y [q|k|v]" in the y stream.
+namespace {
+struct StreamDocs {
+    std::string s, ln, pre;  // the stream's letter; its suffix on "LN1"/"LN2"; its prefix on the other docs
+    explicit StreamDocs(char c) : s(1, c), ln(c == 'x' ? "" : s), pre(c == 'x' ? "" : s + " ") {}
+};
+}  // namespace
+
+// The mix's own entries at one site (after that site's LN entries).
+static void mix_activations(ActTable& t, const std::string& h, int64_t B, int64_t T, const BlockShape& k, int site) {
+    const std::string n = std::to_string(site);
+    const StreamDocs d(k.stream);
+    if (k.mix == MixKind::generator) {
+        const std::string gn = h + (site == 1 ? "gen.att." : "gen.mlp.");
+        t.add(gn + "out", {B, T, k.C}, "T^κ(u; y): generator output fed to the projection", true);
+        t.add(gn + "c", {B, T, k.M}, "generator mixing coefficients σ^κ = h(S[y;1])", false);
+        t.add(gn + "P", {B, T, (int64_t)k.M * k.r}, "[u;1]ᵀR_all", false);
+        t.add(gn + "z", {B, T, k.r}, "R(y)ᵀ[u;1]", false);
+        t.add(gn + "G", {B, T, (int64_t)k.M * k.r}, "c_m z_k", false);
+    } else if (k.mix == MixKind::concat) {
+        t.add(h + "cat" + n, {B, T, (int64_t)k.Cx + k.C}, "[LN" + n + "x(x), LN" + n + d.ln + "(" + d.s + ")]", true);
+    }
+}
+
+void block_activations(ActTable& t, const std::string& h, int64_t B, int64_t T, const BlockShape& k) {
+    const int64_t C = k.C, NH = k.NH, m = k.C / k.NH;
+    const StreamDocs d(k.stream);
+    const std::string ln1 = "LN1" + d.ln, ln2 = "LN2" + d.ln;
+    t.add(h + "ln1", {B, T, C}, ln1 + "(" + d.s + ")", true);
+    t.add(h + "ln1.mean", {B, T}, ln1 + " mean", false);
+    t.add(h + "ln1.rstd", {B, T}, ln1 + " 1/std", false);
+    mix_activations(t, h, B, T, k, 1);
+    t.add(h + "qkv", {B, T, 3 * C}, d.pre + "[q|k|v]", true);
+    if (k.attn == AttnKind::softmax) {
+        t.add(h + "att", {B, NH, T, T}, d.pre + "attention probabilities (causal part valid)", false);
+        t.add(h + "atty", {B, T, C}, d.pre + "attention output, heads concatenated", true);
+    } else {
+        t.add(h + "phiq", {B, NH, T, m}, "a = phi(q) = elu(q)+1", false);
+        t.add(h + "phik", {B, NH, T, m}, "c = phi(k) = elu(k)+1", false);
+        t.add(h + "rphiq", {B, NH, T, m}, "R_pos phi(q) (RoPE after phi)", false);
+        t.add(h + "rphik", {B, NH, T, m}, "R_pos phi(k) (RoPE after phi)", false);
+        t.add(h + "den", {B, NH, T}, "denominator phi(q).(sum phi(k) + b_D) + eps", false);
+        t.add(h + "atty", {B, T, C}, "kernel attention output, heads concatenated", true);
+    }
+    t.add(h + "attproj", {B, T, C}, d.pre + "attention output projection", true);
+    t.add(h + "res2", {B, T, C}, d.pre + "residual after attention", true);
+    t.add(h + "ln2", {B, T, C}, ln2 + "(" + d.s + ")", true);
+    t.add(h + "ln2.mean", {B, T}, ln2 + " mean", false);
+    t.add(h + "ln2.rstd", {B, T}, ln2 + " 1/std", false);
+    mix_activations(t, h, B, T, k, 2);
+    t.add(h + "fch", {B, T, 4 * C}, d.pre + "MLP pre-activation", true);
+    t.add(h + "fch_gelu", {B, T, 4 * C}, d.pre + "GELU(MLP pre-activation)", true);
+    t.add(h + "fcproj", {B, T, C}, d.pre + "MLP output", true);
+    t.add(h + "res3", {B, T, C}, d.pre + "residual after MLP (block output)", true);
+}
+
+// u = LN(x) at site 1 (attention) or 2 (MLP) → what the projection reads.
+template <typename real>
+static const real* mix_forward(ModelState<real>& s, const std::string& h, const std::string& p, int site, const BlockRun<real>& b) {
+    const BlockShape& k = b.k;
+    const int N = b.B * b.T;
+    auto A = [&](const std::string& n) { return s.act(h + n); };
+    const std::string ln = site == 1 ? "ln1" : "ln2";
+    if (k.mix == MixKind::generator) {
+        const std::string g = site == 1 ? "gen.att." : "gen.mlp.";
+        op::generator_forward(s.dev, A(g + "out"), A(g + "c"), A(g + "P"), A(g + "z"), A(g + "G"), A(ln), b.y, s.param(p + g + "S"),
+                              s.param(p + g + "L"), s.param(p + g + "R"), N, k.C, k.Dy, k.M, k.r, k.h);
+    } else if (k.mix == MixKind::concat) {
+        op::concat_forward(s.dev, A(mix_out(k, site)), site == 1 ? b.ux1 : b.ux2, A(ln), N, k.Cx, k.C);
+    }
+    return A(mix_out(k, site));
+}
+
+// Backward of mix_forward: d(mix output) → d LN output (and dy / the x stream's dLN).
+template <typename real>
+static void mix_backward(ModelState<real>& s, const std::string& h, const std::string& p, int site, const BlockRun<real>& b) {
+    const BlockShape& k = b.k;
+    const int N = b.B * b.T;
+    auto A = [&](const std::string& n) { return s.act(h + n); };
+    auto D = [&](const std::string& n) { return s.dact(h + n); };
+    const std::string ln = site == 1 ? "ln1" : "ln2";
+    if (k.mix == MixKind::generator) {
+        const std::string g = site == 1 ? "gen.att." : "gen.mlp.";
+        // gen.<site>.out = T^κ(ln; y)
+        op::generator_backward(s.dev, D(ln), b.dy, s.grad(p + g + "S"), s.grad(p + g + "L"), s.grad(p + g + "R"), b.gscratch, D(g + "out"),
+                               A(ln), b.y, A(g + "c"), A(g + "P"), A(g + "z"), A(g + "G"), s.param(p + g + "S"), s.param(p + g + "L"),
+                               s.param(p + g + "R"), N, k.C, k.Dy, k.M, k.r, k.h);
+    } else if (k.mix == MixKind::concat) {
+        // cat = [ux, ln]: the x part goes into the x stream's LN output gradient
+        op::concat_backward(s.dev, site == 1 ? b.dux1 : b.dux2, D(ln), D(mix_out(k, site)), N, k.Cx, k.C);
+    }
+}
+
+template <typename real>
+real* block_forward(ModelState<real>& s, const std::string& h, const std::string& p, const real* x, const BlockRun<real>& b) {
+    const Device dev = s.dev;
+    const BlockShape& k = b.k;
+    const int N = b.B * b.T, C = k.C, Cu = k.in_width();
+    auto A = [&](const std::string& n) { return s.act(h + n); };
+    auto P = [&](const std::string& n) { return s.param(p + n); };
+    // x_mid = x + attn(mix(LN1(x)))·Woᵀ + bo
+    op::layernorm_forward(dev, A("ln1"), A("ln1.mean"), A("ln1.rstd"), x, P("ln1.w"), P("ln1.b"), N, C);
+    const real* u = mix_forward(s, h, p, 1, b);
+    op::matmul_forward(dev, A("qkv"), u, P("attn.qkv.w"), P("attn.qkv.b"), N, Cu, 3 * C);
+    if (k.attn == AttnKind::softmax) {
+        op::attention_forward(dev, A("atty"), A("att"), b.scratch, A("qkv"), b.B, b.T, C, k.NH);
+    } else {
+        const real* bkv = b.bias ? P("attn.bkv") : nullptr;
+        const real* bd = b.bias ? P("attn.bd") : nullptr;
+        op::kernel_attention_forward(dev, A("atty"), A("phiq"), A("phik"), A("rphiq"), A("rphik"), A("den"), b.scratch, A("qkv"), b.pos,
+                                     bkv, bd, b.B, b.T, C, k.NH, b.eps);
+    }
+    op::matmul_forward(dev, A("attproj"), A("atty"), P("attn.proj.w"), P("attn.proj.b"), N, C, C);
+    op::residual_forward(dev, A("res2"), x, A("attproj"), (int64_t)N * C);
+    // x_out = x_mid + GELU(mix(LN2(x_mid))·W1ᵀ + b1)·W2ᵀ + b2
+    op::layernorm_forward(dev, A("ln2"), A("ln2.mean"), A("ln2.rstd"), A("res2"), P("ln2.w"), P("ln2.b"), N, C);
+    u = mix_forward(s, h, p, 2, b);
+    op::matmul_forward(dev, A("fch"), u, P("mlp.fc.w"), P("mlp.fc.b"), N, Cu, 4 * C);
+    op::gelu_forward(dev, A("fch_gelu"), A("fch"), (int64_t)N * 4 * C);
+    op::matmul_forward(dev, A("fcproj"), A("fch_gelu"), P("mlp.proj.w"), P("mlp.proj.b"), N, 4 * C, C);
+    op::residual_forward(dev, A("res3"), A("res2"), A("fcproj"), (int64_t)N * C);
+    return A("res3");
+}
+
+template <typename real>
+void block_backward(ModelState<real>& s, const std::string& h, const std::string& p, const real* x, real* dx, const BlockRun<real>& b) {
+    const Device dev = s.dev;
+    const BlockShape& k = b.k;
+    const int N = b.B * b.T, C = k.C, Cu = k.in_width();
+    auto A = [&](const std::string& n) { return s.act(h + n); };
+    auto D = [&](const std::string& n) { return s.dact(h + n); };
+    auto P = [&](const std::string& n) { return s.param(p + n); };
+    auto G = [&](const std::string& n) { return s.grad(p + n); };
+    const std::string u2 = mix_out(k, 2), u1 = mix_out(k, 1);
+    // res3 = res2 + fcproj
+    op::residual_backward(dev, D("res2"), D("fcproj"), D("res3"), (int64_t)N * C);
+    // fcproj = fch_gelu·W2ᵀ + b2
+    op::matmul_backward(dev, D("fch_gelu"), G("mlp.proj.w"), G("mlp.proj.b"), D("fcproj"), A("fch_gelu"), P("mlp.proj.w"), N, 4 * C, C);
+    // fch_gelu = GELU(fch)
+    op::gelu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C);
+    // fch = mix(ln2)·W1ᵀ + b1
+    op::matmul_backward(dev, D(u2), G("mlp.fc.w"), G("mlp.fc.b"), D("fch"), A(u2), P("mlp.fc.w"), N, Cu, 4 * C);
+    mix_backward(s, h, p, 2, b);
+    // ln2 = LN2(res2)
+    op::layernorm_backward(dev, D("res2"), G("ln2.w"), G("ln2.b"), D("ln2"), A("res2"), P("ln2.w"), A("ln2.mean"), A("ln2.rstd"), N, C);
+    // res2 = x + attproj
+    op::residual_backward(dev, dx, D("attproj"), D("res2"), (int64_t)N * C);
+    // attproj = atty·Woᵀ + bo
+    op::matmul_backward(dev, D("atty"), G("attn.proj.w"), G("attn.proj.b"), D("attproj"), A("atty"), P("attn.proj.w"), N, C, C);
+    if (k.attn == AttnKind::softmax) {
+        // atty = attention(qkv)
+        op::attention_backward(dev, D("qkv"), b.scratch, D("atty"), A("qkv"), A("att"), b.B, b.T, C, k.NH);
+    } else {
+        // atty = kattn(qkv; b_KV, b_D)
+        op::kernel_attention_backward(dev, D("qkv"), b.bias ? G("attn.bkv") : (real*)nullptr, b.bias ? G("attn.bd") : (real*)nullptr,
+                                      b.scratch, D("atty"), A("atty"), A("phiq"), A("phik"), A("rphiq"), A("rphik"), A("den"), A("qkv"),
+                                      b.pos, b.bias ? P("attn.bkv") : (const real*)nullptr, b.bias ? P("attn.bd") : (const real*)nullptr,
+                                      b.B, b.T, C, k.NH);
+    }
+    // qkv = mix(ln1)·Wqkvᵀ + bqkv
+    op::matmul_backward(dev, D(u1), G("attn.qkv.w"), G("attn.qkv.b"), D("qkv"), A(u1), P("attn.qkv.w"), N, Cu, 3 * C);
+    mix_backward(s, h, p, 1, b);
+    // ln1 = LN1(x)
+    op::layernorm_backward(dev, dx, G("ln1.w"), G("ln1.b"), D("ln1"), x, P("ln1.w"), A("ln1.mean"), A("ln1.rstd"), N, C);
+}
+
+template float* block_forward<float>(ModelState<float>&, const std::string&, const std::string&, const float*, const BlockRun<float>&);
+template double* block_forward<double>(ModelState<double>&, const std::string&, const std::string&, const double*, const BlockRun<double>&);
+template void block_backward<float>(ModelState<float>&, const std::string&, const std::string&, const float*, float*, const BlockRun<float>&);
+template void block_backward<double>(ModelState<double>&, const std::string&, const std::string&, const double*, double*, const BlockRun<double>&);
+
+}  // namespace icl

@@ -1,0 +1,82 @@
+// block.h — the pre-LN transformer block, written once for GPT, the kernel LM and both CGT streams.
+//
+//   x_mid = x + attn(mix(LN1(x)))·Woᵀ + bo          attn: qkv = u·Wqkvᵀ + bqkv, then causal softmax MHA
+//   x_out = x_mid + GELU(mix(LN2(x_mid))·W1ᵀ + b1)·W2ᵀ + b2       or kernel attention with (b_KV, b_D)
+//
+// What differs between the models is a few choices, carried by BlockShape:
+//   attn  softmax  op::attention_*          (GPT, CGT)
+//         kernel   op::kernel_attention_*  (kernel LM: φ = elu+1, RoPE, optional h.<l>.attn.bkv / attn.bd)
+//   mix   what sits between each LN and the projection that reads it (u = LN(x)):
+//         none       the projection reads u                                    (GPT, kernel LM, CGT blocks < ℓ)
+//         generator  T^κ(u; y) = u + L(y)R(y)ᵀ[u;1]   (CGT modulated blocks; params gen.{att,mlp}.{S,L,R})
+//         concat     [u_x, u], u_x the x stream's LN output at the same site   (CGT dual blocks, y stream)
+//
+// Names: activations are "<h>ln1", "<h>qkv", …, "<h>res3" under a prefix h ("h.3.", "aux.h.3.", "h.0.y."),
+// parameters "<p>ln1.w", "<p>attn.qkv.w", … under p ("h.3.", "h.0.y."); the block's output is <h>res3.
+// Every layer call goes through src/layers/dispatch.h.
+#pragma once
+#include <string>
+
+#include "layers/generator.h"
+#include "models/state.h"
+
+namespace icl {
+
+enum class AttnKind { softmax, kernel };
+enum class MixKind { none, generator, concat };
+
+// What one block's activation table and its computation depend on, besides the batch shape.
+struct BlockShape {
+    int C = 0, NH = 0;                  // width, heads
+    AttnKind attn = AttnKind::softmax;
+    MixKind mix = MixKind::none;
+    int M = 0, r = 0, Dy = 0;           // generator: templates, rank, width of the y it reads
+    MixFn h = MixFn::tanh;              // generator: mixing nonlinearity
+    int Cx = 0;                         // concat: width of the x-stream part (the projections read Cx + C)
+    char stream = 'x';                  // the stream's letter, for the activations' docs only
+    int in_width() const { return mix == MixKind::concat ? Cx + C : C; }  // what the QKV / FC projections read
+};
+
+// One block's parameters at prefix p ("h.3."), in registry order. GPT-2 init: N(0, 0.02), the residual
+// projections N(0, 0.02/√(2L)), biases 0, LN gains 1. kernel_bias: the ICLCA b_KV, b_D (zero) after the QKV bias.
+void block_parameters(TensorTable& t, const std::string& p, const BlockShape& k, int L, bool kernel_bias = false);
+
+// The activation table under construction: every entry in `acts`, the differentiable ones also in `grads`.
+struct ActTable {
+    TensorTable acts, grads;
+    void add(const std::string& name, Shape shape, const std::string& doc, bool grad);
+};
+
+// The entries of one block at prefix h for a (B,T) batch.
+void block_activations(ActTable& t, const std::string& h, int64_t B, int64_t T, const BlockShape& k);
+
+// One call's buffers and inputs besides the activation table.
+template <typename real>
+struct BlockRun {
+    BlockShape k;
+    int B = 0, T = 0;
+    real* scratch = nullptr;            // attention_scratch_size / kernel_attention_scratch_size(B,T,C,NH)
+    // kernel attention
+    const int* pos = nullptr;           // (B,T) positions, or null: 0..T-1
+    bool bias = false;                  // <p>attn.bkv / attn.bd exist
+    double eps = 0;                     // added to every denominator
+    // generator: the y each position's generators read, and its gradient (ACCUMULATED)
+    const real* y = nullptr;            // (B,T,Dy)
+    real* dy = nullptr;                 // (B,T,Dy)
+    real* gscratch = nullptr;           // generator_scratch_size(B*T, M, r)
+    // concat: the x stream's LN1 and LN2 outputs (B,T,Cx) and their gradients (ACCUMULATED)
+    const real* ux1 = nullptr;
+    const real* ux2 = nullptr;
+    real* dux1 = nullptr;
+    real* dux2 = nullptr;
+};
+
+// Forward of one block from x (B,T,C); returns <h>res3.
+template <typename real>
+real* block_forward(ModelState<real>& s, const std::string& h, const std::string& p, const real* x, const BlockRun<real>& b);
+
+// Backward of block_forward from d<h>res3. ACCUMULATES into dx (B,T,C) and into the parameter gradients.
+template <typename real>
+void block_backward(ModelState<real>& s, const std::string& h, const std::string& p, const real* x, real* dx, const BlockRun<real>& b);
+
+}  // namespace icl
