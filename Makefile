@@ -9,6 +9,7 @@
 #
 # Portable build (no -march=native, e.g. for a binary you copy to another machine):
 #   make ARCH_FLAGS="-mavx2 -mfma"      or      make ARCH_FLAGS=
+SHELL      := /bin/bash
 CXX        ?= g++
 ARCH_FLAGS ?= -march=native
 OPT_FLAGS  ?= -O3
@@ -71,8 +72,11 @@ $(TEST_BIN): $(TEST_OBJS) $(BUILD)/libicl.a
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # The test suites find the project's binaries (CLI tests) through ICL_BIN_DIR.
+# The last line is the plain summary "tests: N passed, N failed, N skipped".
 test: all $(TEST_BIN)
-	ICL_BIN_DIR=$(BUILD) OMP_NUM_THREADS=2 ./$(TEST_BIN)
+	@set -o pipefail; ICL_BIN_DIR=$(BUILD) OMP_NUM_THREADS=2 ./$(TEST_BIN) 2>&1 | tee $(BUILD)/test.log; st=$$?; \
+	awk '/^\[doctest\] test cases:/ { print "tests: " $$6 " passed, " $$9 " failed, " $$12 " skipped" }' $(BUILD)/test.log; \
+	exit $$st
 
 # The main job (until the CGT experiments exist): the GPT baseline on the ICL arithmetic task.
 run: all
