@@ -6,6 +6,11 @@
 //   model   ms per train_gpt step (forward + backward + AdamW) and tokens/s at --layers/--width/--heads/
 //           --seq/--batch/--vocab (default: L=6, C=384, NH=6, T=256, B=8, V=256), the step's analytic FLOPs
 //           as GFLOP/s and % of the FMA peak, and the time per layer kind (matmul, attention, ...).
+//   cgt     ms per train_cgt step (main pass + aux pass + R_C/R_D + backward + AdamW) at the model flags plus
+//           --ell/--dy/--heads-y/--rank/--templates/--horizon (default: L=6, ℓ=4, d_x=384, d_y=128, NH_x=6, NH_y=2, r=4,
+//           M=16, T=256, B=8, Δ=64, η=0.5, w_C=0.08, w_D=0.04), analytic FLOPs per part (x stream, y stream, generators,
+//           aux pass, regularizers), GFLOP/s, time per layer kind, and — timed in the same run, steps interleaved —
+//           the baseline GPT step at the same x width (L, d_x, NH_x, V, B, T) and the ratio of the two GFLOP/s.
 //   gemm    GFLOP/s of the fp32 GEMM at 1024³ (all four transpose combinations) and at the GPT model's own
 //           linear-layer shapes (forward, backward dinp, backward dweight), beside the machine's measured FP32
 //           FMA peak and the fraction of it reached.
@@ -31,6 +36,7 @@
 #include "engine/rng.h"
 #include "layers/dispatch.h"
 #include "layers/matmul.h"
+#include "models/cgt.h"
 #include "models/gpt.h"
 
 using namespace icl;
@@ -44,6 +50,8 @@ struct BenchOptions {
     int reps = 7;     // timed runs per measurement
     GPTConfig model;  // `bench model`: the GPT whose train step is timed
     int batch = 8, seq = 256;
+    CGTConfig cgt;    // `bench cgt`: the CGT (its x stream = `model`)
+    CGTLoss cgt_loss;
 };
 
 double median(std::vector<double> v) {
@@ -207,6 +215,33 @@ int bench_gemm(const BenchOptions& opt) {
 // ---------------------------------------------------------------------------------------------------------
 // bench model
 
+// Where the time of one step goes: one more profiled run of step() per rep, per layer kind (op:: dispatch
+// timers, median over reps), largest first.
+template <typename Step>
+void print_profile(Step& step, int reps) {
+    std::map<std::string, std::vector<double>> per_kind;
+    std::vector<double> totals;
+    op::Profile& prof = op::op_profile();
+    for (int r = 0; r < reps; r++) {
+        prof.reset();
+        prof.enabled = true;
+        double t0 = now_seconds();
+        step();
+        totals.push_back(now_seconds() - t0);
+        prof.enabled = false;
+        double sum = 0;
+        for (auto& kv : prof.seconds) { per_kind[kv.first].push_back(kv.second); sum += kv.second; }
+        per_kind["(other: zeroing, host loss, copies)"].push_back(totals.back() - sum);
+    }
+    const double total = median(totals);
+    std::printf("  %-38s %9s %7s\n", "time per layer kind (median)", "ms", "share");
+    std::vector<std::pair<double, std::string>> rows;
+    for (auto& kv : per_kind) rows.push_back({median(kv.second), kv.first});
+    std::sort(rows.rbegin(), rows.rend());
+    for (auto& r : rows) std::printf("  %-38s %9.2f %6.1f%%\n", r.second.c_str(), r.first * 1e3, 100.0 * r.first / total);
+    std::printf("  %-38s %9.2f\n", "total (profiled step)", total * 1e3);
+}
+
 // FLOPs of one GPT train step, counted analytically: every matmul 2·M·N·K; causal attention counts only the
 // (T+1)/2 keys each query sees, for QKᵀ and P·V; backward = 2× forward for both. Elementwise work is left out.
 double gpt_step_flops(const GPTConfig& c, int B, int T) {
@@ -253,28 +288,90 @@ int bench_model(const BenchOptions& opt) {
     std::printf("  %s: %.1f GFLOP/s\n", PEAK_KIND, peak);
     std::printf("  step: median %.1f ms (best %.1f ms) over %d steps; %.0f tokens/s; %.1f GFLOP/s = %.1f%% of peak\n\n", t * 1e3,
                 best * 1e3, opt.reps, B * T / t, flops / t * 1e-9, 100.0 * flops / t * 1e-9 / peak);
-    // where the time goes: one more profiled run per rep, per layer kind (median over reps)
-    std::map<std::string, std::vector<double>> per_kind;
-    std::vector<double> totals;
-    op::Profile& prof = op::op_profile();
-    for (int r = 0; r < opt.reps; r++) {
-        prof.reset();
-        prof.enabled = true;
-        double t0 = now_seconds();
-        step();
-        totals.push_back(now_seconds() - t0);
-        prof.enabled = false;
-        double sum = 0;
-        for (auto& kv : prof.seconds) { per_kind[kv.first].push_back(kv.second); sum += kv.second; }
-        per_kind["(other: zeroing, host loss, copies)"].push_back(totals.back() - sum);
+    print_profile(step, opt.reps);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// bench cgt
+
+Batch random_token_batch(int B, int T, int V, uint64_t seed) {
+    Rng rng(seed);
+    Batch bt;
+    bt.B = B;
+    bt.T = T;
+    for (int i = 0; i < B * T; i++) {
+        bt.tokens.push_back((int)rng.below(V));
+        bt.targets.push_back((int)rng.below(V));
+        bt.mask.push_back(1.0f);
     }
-    const double total = median(totals);
-    std::printf("  %-38s %9s %7s\n", "time per layer kind (median)", "ms", "share");
-    std::vector<std::pair<double, std::string>> rows;
-    for (auto& kv : per_kind) rows.push_back({median(kv.second), kv.first});
-    std::sort(rows.rbegin(), rows.rend());
-    for (auto& r : rows) std::printf("  %-38s %9.2f %6.1f%%\n", r.second.c_str(), r.first * 1e3, 100.0 * r.first / total);
-    std::printf("  %-38s %9.2f\n", "total (profiled step)", total * 1e3);
+    return bt;
+}
+
+int bench_cgt(const BenchOptions& opt) {
+    const CGTConfig& cfg = opt.cgt;
+    const GPTConfig gcfg = cfg.x_config();
+    const int B = opt.batch, T = opt.seq;
+    const double peak = measure_fma_peak(opt.threads, opt.reps);
+    CGT<float> m(cfg, Device::cpu, 1);
+    m.loss = opt.cgt_loss;
+    GPT<float> g(gcfg, Device::cpu, 1);
+    const Batch bt = random_token_batch(B, T, cfg.V, 7);
+    AdamWConfig adam;
+    auto cgt_step = [&] {
+        m.forward(bt);
+        m.backward();
+        m.s.update(adam, 1e-4);
+    };
+    auto gpt_step = [&] {
+        g.forward(bt);
+        g.backward();
+        g.s.update(adam, 1e-4);
+    };
+    cgt_step();  // warm-up: allocates the activations
+    gpt_step();
+    // interleaved, so both see the same machine load
+    std::vector<double> tc, tg;
+    for (int r = 0; r < opt.reps; r++) {
+        double t0 = now_seconds();
+        cgt_step();
+        double t1 = now_seconds();
+        gpt_step();
+        tc.push_back(t1 - t0);
+        tg.push_back(now_seconds() - t1);
+    }
+    const CGTFlops f = m.flops(B, T);
+    const double fg = gpt_step_flops(gcfg, B, T);
+    const double t_c = median(tc), t_g = median(tg);
+    const double gf_c = f.total_step / t_c * 1e-9, gf_g = fg / t_g * 1e-9;
+    const CGTLoss& ls = m.loss;
+    std::printf("bench cgt: train_cgt step (main + aux pass, regularizers, backward, AdamW) vs the x-only GPT step, fp32, CPU, %d thread%s\n",
+                opt.threads, opt.threads == 1 ? "" : "s");
+    std::printf("  CGT L=%d ell=%d d_x=%d d_y=%d NH_x=%d NH_y=%d r=%d M=%d V=%d, B=%d T=%d, eta=%g horizon=%d w_C=%g w_D=%g: %lld parameters "
+                "(GPT %lld)\n",
+                cfg.L, cfg.ell, cfg.dx, cfg.dy, cfg.NHx, cfg.NHy, cfg.r, cfg.M, cfg.V, B, T, ls.eta, ls.horizon, ls.wC, ls.wD,
+                (long long)cfg.num_params(), (long long)gcfg.num_params());
+    std::printf("  %s: %.1f GFLOP/s\n", PEAK_KIND, peak);
+    std::printf("  analytic FLOPs per step (forward; a step counts 3x):\n");
+    auto row = [&](const char* name, double fwd) {
+        std::printf("    %-34s %9.3f GFLOP fwd  %6.1f%%\n", name, fwd * 1e-9, 100.0 * 3 * fwd / f.total_step);
+    };
+    row("main pass, x stream + head", f.x_fwd);
+    row("main pass, y stream (dual blocks)", f.y_fwd);
+    row("main pass, generators T^k", f.gen_fwd);
+    row("aux pass, x-only model", f.aux_fwd - f.aux_gen_fwd);
+    row("aux pass, generators T^k", f.aux_gen_fwd);
+    row("regularizers R_C, R_D", f.reg_fwd);
+    std::printf("    %-34s %9.3f GFLOP per step (GPT: %.3f)\n", "total (3x forward)", f.total_step * 1e-9, fg * 1e-9);
+    std::printf("  CGT step: median %.1f ms (best %.1f ms) over %d steps; %.0f tokens/s; %.1f GFLOP/s = %.1f%% of peak\n", t_c * 1e3,
+                *std::min_element(tc.begin(), tc.end()) * 1e3, opt.reps, B * T / t_c, gf_c, 100.0 * gf_c / peak);
+    std::printf("  GPT step: median %.1f ms (best %.1f ms) over %d steps; %.0f tokens/s; %.1f GFLOP/s = %.1f%% of peak\n", t_g * 1e3,
+                *std::min_element(tg.begin(), tg.end()) * 1e3, opt.reps, B * T / t_g, gf_g, 100.0 * gf_g / peak);
+    std::printf("  CGT / GPT: %.1f%% of the baseline's GFLOP/s (target >= 90%%), step time x%.2f\n\n", 100.0 * gf_c / gf_g, t_c / t_g);
+    std::printf("  CGT step:\n");
+    print_profile(cgt_step, opt.reps);
+    std::printf("\n  GPT step:\n");
+    print_profile(gpt_step, opt.reps);
     return 0;
 }
 
@@ -290,6 +387,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"gemm", "fp32 GEMM GFLOP/s at 1024^3 and the GPT layer shapes, vs the measured FMA peak", bench_gemm},
     {"model", "train_gpt step time, tokens/s, GFLOP/s vs peak, time per layer kind", bench_model},
+    {"cgt", "train_cgt step time, FLOPs per part, GFLOP/s vs the same-width GPT step, time per layer kind", bench_cgt},
 };
 
 int run_main(int argc, char** argv) {
@@ -312,6 +410,15 @@ int run_main(int argc, char** argv) {
     cli.flag("--vocab", "256", "model: vocabulary V");
     cli.flag("--seq", "256", "model: sequence length T");
     cli.flag("--batch", "8", "model: batch B");
+    cli.flag("--ell", "4", "cgt: dual blocks ℓ (default: min(4, L−1))");
+    cli.flag("--dy", "128", "cgt: y-stream width d_y");
+    cli.flag("--heads-y", "2", "cgt: y-stream heads");
+    cli.flag("--rank", "4", "cgt: generator rank r");
+    cli.flag("--templates", "16", "cgt: generator templates M");
+    cli.flag("--horizon", "64", "cgt: aux horizon Δ (default: min(64, T−2))");
+    cli.flag("--eta", "0.5", "cgt: main CE weight η (1−η on the aux loss)");
+    cli.flag("--wC", "0.08", "cgt: R_C weight");
+    cli.flag("--wD", "0.04", "cgt: R_D weight");
     cli.epilog("subcommands (none given: run them all):\n" + list);
     if (!cli.parse(argc, argv)) return 0;  // --help
 
@@ -326,6 +433,21 @@ int run_main(int argc, char** argv) {
     opt.batch = (int)cli.get_int("--batch", 1, 1 << 20);
     opt.model.maxT = opt.seq;
     opt.model.validate();
+    CGTConfig& cc = opt.cgt;
+    cc.L = opt.model.L; cc.dx = opt.model.C; cc.NHx = opt.model.NH; cc.V = opt.model.V; cc.maxT = opt.seq;
+    // the default ℓ = 4 follows a smaller --layers down, keeping one modulated block (and `bench model --layers 2`
+    // is not refused over a CGT flag)
+    cc.ell = cli.given("--ell") ? (int)cli.get_int("--ell", 0, cc.L) : std::min(std::max(cc.L - 1, 0), (int)cli.get_int("--ell", 0));
+    cc.dy = (int)cli.get_int("--dy", 0, 1 << 16);
+    cc.NHy = (int)cli.get_int("--heads-y", 1, 1 << 16);
+    cc.r = (int)cli.get_int("--rank", 1, 1 << 16);
+    cc.M = (int)cli.get_int("--templates", 1, 1 << 16);
+    cc.validate();
+    opt.cgt_loss.horizon = cli.given("--horizon") ? (int)cli.get_int("--horizon", 0, std::max(0, opt.seq - 2))
+                                                   : std::min((int)cli.get_int("--horizon", 0), std::max(0, opt.seq - 2));
+    opt.cgt_loss.eta = cli.get_double("--eta", 0, 1);
+    opt.cgt_loss.wC = cli.get_double("--wC", 0);
+    opt.cgt_loss.wD = cli.get_double("--wD", 0);
 
     std::vector<const Subcommand*> chosen;
     for (const std::string& a : cli.args()) {

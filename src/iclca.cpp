@@ -6,6 +6,7 @@
 //   iclca e1       exactness table: relative logit error prompted vs converted, fp32 and fp64, + no-ICL contrast
 //   iclca e2       induction task: ICL accuracy with prompt / converted / neither
 //   iclca e3       bias terms trained from scratch vs none, a few seeds (plot)
+//   iclca e4       softmax GPT: approximate conversion with Performer (FAVOR+) features, error vs features
 //   iclca bench    prompted vs converted inference cost over M; training-form throughput vs the softmax GPT over T
 //
 // Runs write to out/iclca/<sub>-<time>/ (or --out): log.csv / table.csv, PNG plots, summary.json.
@@ -26,6 +27,7 @@
 #include "models/gpt.h"
 #include "models/iclca.h"
 #include "models/kernel_lm.h"
+#include "models/performer.h"
 #include "models/trainer.h"
 
 using namespace icl;
@@ -34,7 +36,7 @@ namespace {
 
 void register_flags(Cli& cli) {
     add_common_flags(cli, {"1500", "32", "1e-3", "1"});
-    cli.positionals("SUBCOMMAND (train | convert | e1 | e2 | e3 | bench)", 1, 1);
+    cli.positionals("SUBCOMMAND (train | convert | e1 | e2 | e3 | e4 | bench)", 1, 1);
     cli.flag("--task", "induction", "train: induction | text");
     cli.flag("--data", "", "train --task text: a text file (bytes)");
     cli.flag("--layers", "2", "blocks L");
@@ -56,6 +58,9 @@ void register_flags(Cli& cli) {
     cli.flag("--Ms", "0,64,256,1024,4096", "bench: prompt lengths");
     cli.flag("--Ts", "256,512,1024,2048,4096", "bench: training lengths");
     cli.flag("--gen", "32", "bench: generated tokens per request");
+    cli.flag("--features", "16,64,256,1024,4096", "e4: numbers of Performer random features m");
+    cli.flag("--orf", "1", "e4: 1 = orthogonal random features (ORF), 0 = i.i.d. (PRF)");
+    cli.flag("--attn-std", "1.0", "e4, random-init GPT: target std of the attention logits q.k/sqrt(hs) (qkv weights ~ N(0, attn-std/C))");
     cli.preset("tiny", "seconds-long smoke runs", {{"--steps", "30"}, {"--trials", "3"}, {"--sizes", "205k"}, {"--seeds", "1"},
                                                    {"--Ms", "0,64,256"}, {"--Ts", "256,512"}, {"--seq", "64"}, {"--eval-every", "10"}});
     cli.epilog(
@@ -64,6 +69,8 @@ void register_flags(Cli& cli) {
         "  iclca convert --load out/ind.safetensors --prompt abXcdYabXef --save out/conv.safetensors\n"
         "  iclca e1 --trials 100                                        # exactness table\n"
         "  iclca e2 --load out/ind.safetensors                          # induction accuracy (trains if no --load)\n"
+        "  iclca e4 --layers 3 --width 64 --heads 4 --M 40 --N 20 --trials 5   # Performer ICLAA on a softmax GPT\n"
+        "  iclca e4 --load out/train_gpt/run/model.safetensors                  # ... on any GPT checkpoint\n"
         "  iclca bench");
 }
 
@@ -386,6 +393,112 @@ int cmd_e3(const Cli& cli) {
     return 0;
 }
 
+// ---- E4: approximate conversion for a softmax GPT (ICLAA with FAVOR+ features; spec §3, §5 E4) ------------
+// GPT-2 weights are not obtainable here: the engine's own GPT stands in (random init with O(1) attention
+// logits, or --load any `gpt` checkpoint, e.g. from train_gpt). Per trial: a random prompt X' (M tokens) and
+// input X (N tokens); the prompted model runs [X';X] at positions 0..M+N−1. Compared at the input rows:
+//   no-ICL   the plain GPT on X alone, positions restarted at 0 (paper-faithful) or offset by M
+//   ICLAA    X alone + the prompt's Performer bias terms, positions restarted at 0 or offset by M
+int cmd_e4(const Cli& cli) {
+    const int trials = (int)cli.get_int("--trials", 1, 100000), M = (int)cli.get_int("--M", 1, 1 << 16), N = (int)cli.get_int("--N", 1, 1 << 16);
+    std::vector<int64_t> ms = cli.get_int_list("--features", 1, 1 << 20);
+    const bool orf = cli.get_int("--orf", 0, 1) != 0;
+    const double astd = cli.get_double("--attn-std", 0, 100);
+    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    GPTConfig gc;
+    std::string source = "random init";
+    if (cli.has_value("--load")) {
+        CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
+        if (ci.model != "gpt") fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, e4 needs a 'gpt' (softmax) checkpoint");
+        gc = GPTConfig::from_json(nlohmann::json::parse(ci.config));
+        source = cli.get("--load");
+    } else {
+        gc.L = (int)cli.get_int("--layers", 1, 1000);
+        gc.C = (int)cli.get_int("--width", 2, 1 << 16);
+        gc.NH = (int)cli.get_int("--heads", 1, 1 << 16);
+        gc.V = 64;
+        gc.maxT = std::max(256, M + N);
+        gc.validate();
+    }
+    if (M + N > gc.maxT) fail_usage(strfmt("--M + --N = %d exceeds the GPT's max-T %d", M + N, gc.maxT));
+    std::string dir = run_dir(cli, "e4");
+    const int hs = gc.C / gc.NH;
+    auto make_model = [&](int t) {
+        GPT<float> g(gc, Device::cpu, seed + 1000 + t);
+        if (cli.has_value("--load")) {
+            g.s.load(cli.get("--load"));
+        } else {
+            // q·k/√hs has std ≈ C σ² for LN'd inputs: σ = √(astd / C) gives logits of std ≈ astd
+            Rng r(seed * 7 + 31 + t);
+            for (int l = 0; l < gc.L; l++) {
+                const std::string n = "h." + std::to_string(l) + ".attn.qkv.w";
+                fill_normal(g.s.param(n), (size_t)3 * gc.C * gc.C, r, 0.0, std::sqrt(astd / gc.C));
+            }
+        }
+        return g;
+    };
+    std::vector<double> e_conv_off(ms.size(), 0), e_conv_re(ms.size(), 0);
+    double e_none_re = 0, e_none_off = 0;
+    for (int t = 0; t < trials; t++) {
+        GPT<float> g = make_model(t);
+        Rng r(seed * 31 + 7 + t);
+        std::vector<int> prompt(M), input(N);
+        for (auto& x : prompt) x = (int)r.below(gc.V);
+        for (auto& x : input) x = (int)r.below(gc.V);
+        std::vector<int> all = prompt;
+        all.insert(all.end(), input.begin(), input.end());
+        PerformerFeatures none(gc.L, gc.NH, hs, 1, FeatureKind::favor, orf, 0);
+        std::vector<float> lp = iclaa_logits(g, none, nullptr, AttnSim::softmax, all, 0);
+        lp.erase(lp.begin(), lp.begin() + (size_t)M * gc.V);
+        e_none_re += relerr(lp, iclaa_logits(g, none, nullptr, AttnSim::softmax, input, 0)) / trials;
+        e_none_off += relerr(lp, iclaa_logits(g, none, nullptr, AttnSim::softmax, input, M)) / trials;
+        for (size_t k = 0; k < ms.size(); k++) {
+            PerformerFeatures f(gc.L, gc.NH, hs, (int)ms[k], FeatureKind::favor, orf, seed * 1000003 + t * 7919 + ms[k]);
+            IclaaBias b(f);
+            iclaa_convert(g, f, b, AttnSim::softmax, prompt, 0);
+            e_conv_off[k] += relerr(lp, iclaa_logits(g, f, &b, AttnSim::softmax, input, M)) / trials;
+            e_conv_re[k] += relerr(lp, iclaa_logits(g, f, &b, AttnSim::softmax, input, 0)) / trials;
+        }
+        std::fprintf(stderr, "\re4: trial %d/%d", t + 1, trials);
+    }
+    std::fprintf(stderr, "\n");
+    std::printf("E4 ICLAA on a softmax GPT (%s; L=%d C=%d NH=%d hs=%d), %s features, M=%d N=%d, mean logit relerr over %d trials\n",
+                source.c_str(), gc.L, gc.C, gc.NH, hs, orf ? "orthogonal (ORF)" : "i.i.d. (PRF)", M, N, trials);
+    std::printf("  %-22s %12s %12s\n", "model", "restart@0", "offset@M");
+    std::printf("  %-22s %12.4g %12.4g\n", "M_old,noICL", e_none_re, e_none_off);
+    std::FILE* csv = std::fopen((dir + "/table.csv").c_str(), "w");
+    if (!csv) fail("cannot write " + dir + "/table.csv");
+    std::fprintf(csv, "m,relerr_converted_restart,relerr_converted_offset,relerr_noicl_restart,relerr_noicl_offset\n");
+    nlohmann::json rows = nlohmann::json::array();
+    std::vector<double> xs;
+    for (size_t k = 0; k < ms.size(); k++) {
+        std::printf("  M_new,noICL m=%-9lld %12.4g %12.4g\n", (long long)ms[k], e_conv_re[k], e_conv_off[k]);
+        std::fprintf(csv, "%lld,%.6g,%.6g,%.6g,%.6g\n", (long long)ms[k], e_conv_re[k], e_conv_off[k], e_none_re, e_none_off);
+        rows.push_back({{"m", ms[k]}, {"relerr_converted_restart", e_conv_re[k]}, {"relerr_converted_offset", e_conv_off[k]}});
+        xs.push_back((double)ms[k]);
+    }
+    std::fclose(csv);
+    LinePlot p;
+    p.title = strfmt("E4: ICLAA (Performer) on a softmax GPT, M=%d N=%d", M, N);
+    p.xlabel = "random features m";
+    p.ylabel = "logit relerr vs prompted";
+    p.logx = p.logy = true;
+    p.series.push_back(Series{"converted, positions offset by M", xs, e_conv_off, true});
+    Series sr{"converted, positions restart at 0", xs, e_conv_re, true};
+    sr.dashed = true;
+    p.series.push_back(sr);
+    p.hlines = {{"no ICL, restart", e_none_re}, {"no ICL, offset", e_none_off}};
+    save_line_plot(dir + "/e4_relerr.png", p);
+    write_file_atomic(dir + "/summary.json",
+                      nlohmann::json{{"experiment", "e4"}, {"source", source}, {"model", gc.to_json()}, {"M", M}, {"N", N}, {"trials", trials},
+                                     {"orf", orf}, {"relerr_noicl_restart", e_none_re}, {"relerr_noicl_offset", e_none_off}, {"rows", rows},
+                                     {"flags", cli_json(cli.values())}}
+                                  .dump(2) +
+                          "\n");
+    std::printf("wrote %s/{table.csv,e4_relerr.png,summary.json}\n", dir.c_str());
+    return 0;
+}
+
 int cmd_bench(const Cli& cli) {
     std::string dir = run_dir(cli, "bench");
     KernelLMConfig c = model_cfg(cli, BYTE_VOCAB);
@@ -443,10 +556,12 @@ int cmd_bench(const Cli& cli) {
     std::fclose(csv);
     // (b) training-form throughput vs the softmax GPT, B = 1, forward + backward
     std::printf("bench (b): training step (forward+backward, B=1) tokens/s, kernel LM vs softmax GPT (same L, C, NH)\n");
-    std::printf("  %6s | %14s %14s | %14s %14s | %12s %12s\n", "T", "kernel tok/s", "ms/step", "softmax tok/s", "ms/step", "kattn GF/s",
-                "qkv GEMM GF/s");
+    std::printf("  %6s | %14s %14s | %14s %14s | %12s %12s | %12s\n", "T", "kernel tok/s", "ms/step", "softmax tok/s", "ms/step", "kattn GF/s",
+                "matmul GF/s", "causal GF/s");
+    std::printf("  (kattn GF/s: kernel attention forward, nominal chunked-form flops with full 64x64 blocks; matmul GF/s: all of\n"
+                "   the model's matmul forwards; causal GF/s: kernel attention counting only the causal half of each block)\n");
     std::FILE* csv2 = std::fopen((dir + "/training.csv").c_str(), "w");
-    std::fprintf(csv2, "T,kernel_tokens_per_s,kernel_ms,gpt_tokens_per_s,gpt_ms,kattn_fwd_gflops,qkv_matmul_fwd_gflops\n");
+    std::fprintf(csv2, "T,kernel_tokens_per_s,kernel_ms,gpt_tokens_per_s,gpt_ms,kattn_fwd_gflops,matmul_fwd_gflops,kattn_fwd_causal_gflops\n");
     for (int64_t T : Ts) {
         Rng br(2);
         Batch bt;
@@ -470,15 +585,21 @@ int cmd_bench(const Cli& cli) {
         for (int i = 0; i < 3; i++) km.forward(bt);
         op::op_profile().enabled = false;
         const double hs = c.hs(), CHf = KA_CHUNK, nT = (double)T;
-        // executed flops of the chunked form per head: P (2·CH·m), P·V (2·CH·hs), Â·S (2·m·hs), S += ĈᵀV (2·m·hs) per token
+        // flops of the chunked form per head and token: P (2·CH·m), P·V (2·CH·hs), Â·S (2·m·hs), S += ĈᵀV (2·m·hs)
+        // with the full CH×CH block P ("nominal": what a GEMM-per-product chunked form executes, and the count
+        // of the earlier tables), and with only the causal half of P and P·V ("causal": the useful work; the
+        // register-tiled form executes about this, rounded up to its tiles)
+        const double t_k = op::op_profile().seconds["kernel attention fwd"];
         double kflops = 3.0 * c.L * c.NH * nT * (2 * CHf * hs + 2 * CHf * hs + 4 * hs * hs);
-        double kgf = kflops / op::op_profile().seconds["kernel attention fwd"] / 1e9;
+        double kflops_causal = 3.0 * c.L * c.NH * nT * ((CHf + 1) * hs + (CHf + 1) * hs + 4 * hs * hs);
+        double kgf = kflops / t_k / 1e9, kgf_causal = kflops_causal / t_k / 1e9;
         // all matmul fwd flops of the model (qkv, proj, fc, fc-proj, LM head) over their time
         double mflops = 3.0 * nT * (c.L * 2.0 * (3 * c.C * c.C + c.C * c.C + 8.0 * c.C * c.C) + 2.0 * c.C * c.V);
         double mgf = mflops / op::op_profile().seconds["matmul fwd"] / 1e9;
-        std::printf("  %6lld | %14.0f %14.2f | %14.0f %14.2f | %12.2f %12.2f\n", (long long)T, T / tk, tk * 1e3, T / tg, tg * 1e3, kgf, mgf);
+        std::printf("  %6lld | %14.0f %14.2f | %14.0f %14.2f | %12.2f %12.2f | %12.2f\n", (long long)T, T / tk, tk * 1e3, T / tg, tg * 1e3, kgf,
+                    mgf, kgf_causal);
         std::fflush(stdout);
-        std::fprintf(csv2, "%lld,%.1f,%.3f,%.1f,%.3f,%.3f,%.3f\n", (long long)T, T / tk, tk * 1e3, T / tg, tg * 1e3, kgf, mgf);
+        std::fprintf(csv2, "%lld,%.1f,%.3f,%.1f,%.3f,%.3f,%.3f,%.3f\n", (long long)T, T / tk, tk * 1e3, T / tg, tg * 1e3, kgf, mgf, kgf_causal);
     }
     std::fclose(csv2);
     std::printf("wrote %s/{inference.csv,training.csv}\n", dir.c_str());
@@ -499,8 +620,9 @@ int run(int argc, char** argv) {
     if (sub == "e1") return cmd_e1(cli);
     if (sub == "e2") return cmd_e2(cli);
     if (sub == "e3") return cmd_e3(cli);
+    if (sub == "e4") return cmd_e4(cli);
     if (sub == "bench") return cmd_bench(cli);
-    fail_usage("unknown subcommand '" + sub + "' (train | convert | e1 | e2 | e3 | bench)");
+    fail_usage("unknown subcommand '" + sub + "' (train | convert | e1 | e2 | e3 | e4 | bench)");
 }
 
 }  // namespace

@@ -508,6 +508,102 @@ TEST_CASE("inference modes: ctx mode, EMA γ = 0 / γ = 1 (§7.10), dynamic thro
         }
 }
 
+// Streamed outputs vs the parallel forward, every inference mode (spec §1.9, §7 invariant 11). One stream per
+// sequence; rel = max |stream − parallel| / max |parallel| over the compared rows.
+template <typename real>
+void check_streaming(CGT<real>& m, const Batch& bt, double tol) {
+    const int B = bt.B, T = bt.T, dy = m.cfg.dy, V = m.cfg.d_out > 0 ? m.cfg.d_out : m.cfg.V;  // V: output row width
+    m.train_mode = false;  // inference: the VAE's y = μ
+    auto rel = [&](const std::vector<real>& ref, size_t ref_row, const std::vector<real>& got, int rows) {
+        double d = 0, mx = 0;
+        for (size_t i = 0; i < (size_t)rows * V; i++) {
+            d = std::max(d, std::fabs((double)ref[ref_row * V + i] - (double)got[i]));
+            mx = std::max(mx, std::fabs((double)ref[ref_row * V + i]));
+        }
+        return d / mx;
+    };
+    CGTStream<real> st(m);
+    // run tokens [t0, t1) of sequence b, appending the output rows
+    auto feed = [&](int b, int t0, int t1, std::vector<real>& rows) {
+        for (int t = t0; t < t1; t++) {
+            const size_t i = (size_t)b * T + t;
+            const std::vector<real> v(bt.vectors.begin() + i * bt.D, bt.vectors.begin() + (i + 1) * bt.D);
+            const real* o = m.cfg.d_in > 0 ? st.step_vector(v.data()) : st.step(bt.tokens[i]);
+            rows.insert(rows.end(), o, o + V);
+        }
+    };
+    const std::vector<int> p = {3, 5, 2};
+    const std::vector<real> yinit = [&] { std::vector<double> r = randn((size_t)B * dy, 41); return std::vector<real>(r.begin(), r.end()); }();
+    const std::vector<real> yfix = [&] { std::vector<double> r = randn((size_t)B * dy, 42); return std::vector<real>(r.begin(), r.end()); }();
+    const double gamma = 0.3;
+    m.forward(bt);
+    const std::vector<real> dyn = m.outputs();
+    int Tr = 0;
+    const std::vector<real> frz = m.frozen_outputs(bt, std::vector<int>(p.begin(), p.begin() + B), &Tr);
+    const std::vector<real> ctx = m.frozen_ctx_outputs(bt, std::vector<int>(p.begin(), p.begin() + B));
+    const std::vector<real> ema = m.ema_outputs(bt, yinit, gamma);
+    const std::vector<real> tpl = m.transplant_outputs(bt, yfix);
+    for (int b = 0; b < B; b++) {
+        CAPTURE(b);
+        std::vector<real> rows, skip;
+        st.reset();  // mode 1: dynamic
+        feed(b, 0, T, rows);
+        CHECK(rel(dyn, (size_t)b * T, rows, T) <= tol);
+        rows.clear();
+        st.reset();  // mode 2: prefix dynamic, then ỹ = y[p−1], prefix out of the context, positions absolute
+        feed(b, 0, p[b], skip);
+        st.freeze(false);
+        CHECK(st.context() == 0);
+        CHECK(st.position() == p[b]);
+        feed(b, p[b], T, rows);
+        CHECK(rel(frz, (size_t)b * Tr, rows, T - p[b]) <= tol);
+        rows.clear();
+        st.reset();  // mode 3: prefix kept in the context
+        feed(b, 0, p[b], rows);
+        st.freeze(true);
+        feed(b, p[b], T, rows);
+        CHECK(rel(ctx, (size_t)b * T, rows, T) <= tol);
+        rows.clear();
+        st.reset();  // mode 4: EMA from y_init
+        st.set_ema(std::vector<real>(yinit.begin() + (size_t)b * dy, yinit.begin() + (size_t)(b + 1) * dy), gamma);
+        feed(b, 0, T, rows);
+        CHECK(rel(ema, (size_t)b * T, rows, T) <= tol);
+        rows.clear();
+        st.reset();  // mode 5: transplanted y
+        st.set_fixed_y(std::vector<real>(yfix.begin() + (size_t)b * dy, yfix.begin() + (size_t)(b + 1) * dy));
+        feed(b, 0, T, rows);
+        CHECK(rel(tpl, (size_t)b * T, rows, T) <= tol);
+    }
+}
+
+TEST_CASE("KV-cache streaming decode = parallel forward in every inference mode (§1.9, §7.11): fp64 and fp32, tanh and softmax, VAE") {
+    const int T = 11;
+    for (MixFn h : {MixFn::tanh, MixFn::softmax})
+        for (bool vae : {false, true}) {
+            CAPTURE((int)h);
+            CAPTURE(vae);
+            CGTConfig c = tiny_cfg(T, h);
+            c.L = 4; c.ell = 2; c.dx = 9; c.NHx = 3; c.dy = 5; c.NHy = 1; c.r = 2; c.M = 3; c.vae = vae;
+            CGT<double> m(c, Device::cpu, 21);
+            randomize(m, 22, 0.4);
+            Batch bt = tiny_arith(3, T, 23);
+            check_streaming(m, bt, 1e-12);
+            CGT<float> mf(c, Device::cpu, 21);
+            auto pd = m.s.to_host(m.s.params, 0, m.s.ptable.total);
+            std::vector<float> pf(pd.begin(), pd.end());
+            mf.s.upload(mf.s.params, 0, pf.data(), pf.size());
+            check_streaming(mf, bt, 1e-5);
+        }
+    // vector inputs with the MSE head (linear regression)
+    Rng rng(24);
+    Batch lr = linreg_batch(LinRegConfig{3, 2, 5, 0.1}, 2, rng);
+    CGTConfig c = tiny_cfg(lr.T);
+    c.L = 3; c.ell = 1; c.dx = 9; c.NHx = 3; c.dy = 5; c.NHy = 1; c.V = 0; c.d_in = 3; c.d_out = 2;
+    CGT<double> m(c, Device::cpu, 25);
+    randomize(m, 26, 0.4);
+    check_streaming(m, lr, 1e-12);
+}
+
 TEST_CASE("loss composition (§7.17)") {
     const int T = 9;
     Batch bt = tiny_arith(3, T, 18);

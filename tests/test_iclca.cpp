@@ -15,6 +15,7 @@
 #include "models/fdcheck.h"
 #include "models/iclca.h"
 #include "models/kernel_lm.h"
+#include "models/performer.h"
 
 using namespace icl;
 
@@ -184,6 +185,27 @@ TEST_CASE("kernel attention: chunked parallel form = O(T²) definition, with bia
         kattn_reference(ref, L.qkv, L.pos, L.bkv.data(), L.bd.data(), L.B, T, L.C, L.NH, 1e-6);
         CAPTURE(T);
         CHECK(relerr(ref, out) < 1e-13);
+    }
+}
+
+TEST_CASE("kernel attention: register-tiled fast path (head sizes 16, 32) = definition, fp64 <= 1e-13 and fp32 (AVX2 φ/RoPE)") {
+    for (int NH : {2, 1}) {
+        const int T = 2 * KA_CHUNK + 11, C = 32;
+        LayerCase L(2, T, C, NH, 77 + NH);
+        const size_t F = (size_t)L.B * L.NH * T * L.m;
+        std::vector<double> ref;
+        kattn_reference(ref, L.qkv, L.pos, L.bkv.data(), L.bd.data(), L.B, T, L.C, L.NH, 1e-6);
+        auto run = [&](auto zero) {
+            using real = decltype(zero);
+            std::vector<real> qkv(L.qkv.begin(), L.qkv.end()), bkv(L.bkv.begin(), L.bkv.end()), bd(L.bd.begin(), L.bd.end());
+            std::vector<real> out((size_t)L.B * T * C), sq(4 * F), den((size_t)L.B * NH * T), sc(kernel_attention_scratch_size(L.B, T, C, NH));
+            kernel_attention_forward(out.data(), sq.data(), sq.data() + F, sq.data() + 2 * F, sq.data() + 3 * F, den.data(), sc.data(),
+                                     qkv.data(), L.pos.data(), bkv.data(), bd.data(), L.B, T, C, NH, 1e-6);
+            return relerr(ref, std::vector<double>(out.begin(), out.end()));
+        };
+        CAPTURE(NH);
+        CHECK(run(0.0) < 1e-13);
+        CHECK(run(0.0f) < 2e-6);
     }
 }
 
@@ -458,5 +480,139 @@ TEST_CASE("induction task: committed followers, scored positions, checkpoint rou
     std::vector<int> in = {5, 6, 7};
     CHECK(kernel_lm_logits(m, in, 0) == kernel_lm_logits(m2, in, 0));
     std::system(("rm -rf " + dir).c_str());
+}
+// ---- ICLAA: approximate conversion for a softmax GPT with Performer features (spec §3, §6.22, §6.23) ----
+
+namespace {
+// A tiny softmax GPT whose attention logits are O(1): qkv weights re-drawn with std √(astd/C).
+GPT<double> iclaa_gpt(uint64_t seed, int L, int C, int NH, double astd) {
+    GPTConfig gc;
+    gc.L = L; gc.C = C; gc.NH = NH; gc.V = 23; gc.maxT = 64;
+    GPT<double> g(gc, Device::cpu, seed);
+    Rng r(seed + 5);
+    for (int l = 0; l < L; l++) fill_normal(g.s.param("h." + std::to_string(l) + ".attn.qkv.w"), (size_t)3 * C * C, r, 0.0, std::sqrt(astd / C));
+    return g;
+}
+std::vector<int> rand_tokens(int n, int V, Rng& r) {
+    std::vector<int> t(n);
+    for (auto& x : t) x = (int)r.below(V);
+    return t;
+}
+std::vector<int> cat(std::vector<int> a, const std::vector<int>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+template <typename real>
+std::vector<real> tail_rows(std::vector<real> v, int rows, int V) {
+    v.erase(v.begin(), v.begin() + (size_t)rows * V);
+    return v;
+}
+}  // namespace
+
+TEST_CASE("Performer FAVOR+ features (spec §6.23): unbiased, converge to exp(q.k/sqrt(hs)) as m grows (fp64)") {
+    const int hs = 8;
+    Rng r(3);
+    std::vector<double> x(hs), y(hs);
+    fill_normal(x.data(), hs, r, 0.0, 0.4);
+    fill_normal(y.data(), hs, r, 0.0, 0.4);
+    double xy = 0;
+    for (int k = 0; k < hs; k++) xy += x[k] * y[k];
+    const double exact = std::exp(xy / std::sqrt((double)hs));
+    auto kern = [&](const PerformerFeatures& f) {
+        std::vector<double> a(f.m), b(f.m);
+        f.log_phi(a.data(), x.data(), 0, 0);
+        f.log_phi(b.data(), y.data(), 0, 0);
+        double s = 0;
+        for (int i = 0; i < f.m; i++) s += std::exp(a[i] + b[i]);
+        return s;
+    };
+    for (bool orf : {false, true}) {
+        CAPTURE(orf);
+        // the mean over many independent draws with few features approaches the exact kernel (unbiasedness)
+        double mean = 0, mse8 = 0, mse512 = 0;
+        const int draws = 400;
+        for (int d = 0; d < draws; d++) {
+            double k8 = kern(PerformerFeatures(1, 1, hs, 8, FeatureKind::favor, orf, 100 + d));
+            mean += k8 / draws;
+            mse8 += (k8 - exact) * (k8 - exact) / draws;
+            double k512 = kern(PerformerFeatures(1, 1, hs, 512, FeatureKind::favor, orf, 5000 + d % 40));
+            if (d < 40) mse512 += (k512 - exact) * (k512 - exact) / 40;
+        }
+        CHECK(std::abs(mean - exact) / exact < 0.02);
+        CHECK(mse512 < mse8 / 20);  // variance ∝ 1/m: 64× the features
+        // one draw with very many features
+        double big = kern(PerformerFeatures(1, 1, hs, 1 << 16, FeatureKind::favor, orf, 7));
+        CHECK(std::abs(big - exact) / exact < 5e-3);
+    }
+    // ORF rows: orthogonal within a block of hs
+    PerformerFeatures f(1, 1, hs, 2 * hs, FeatureKind::favor, true, 9);
+    double dot = 0;
+    for (int k = 0; k < hs; k++) dot += f.omega[k] * f.omega[hs + k];
+    CHECK(std::abs(dot) < 1e-10);
+}
+
+TEST_CASE("ICLAA hybrid forward without bias = the GPT's own forward (fp64); empty prompt changes nothing") {
+    GPT<double> g = iclaa_gpt(11, 2, 24, 3, 1.0);
+    Rng r(12);
+    std::vector<int> toks = rand_tokens(9, g.cfg.V, r);
+    Batch bt;
+    bt.B = 1; bt.T = 9; bt.tokens = toks;
+    g.forward(bt);
+    std::vector<double> ref = g.outputs();
+    PerformerFeatures f(2, 3, 8, 16, FeatureKind::favor, true, 1);
+    std::vector<double> lg = iclaa_logits(g, f, nullptr, AttnSim::softmax, toks, 0);
+    CHECK(relerr(ref, lg) < 1e-13);
+    IclaaBias b(f);
+    iclaa_convert(g, f, b, AttnSim::softmax, {}, 0);
+    CHECK(b.empty());
+    CHECK(iclaa_logits(g, f, &b, AttnSim::softmax, toks, 0) == lg);
+}
+
+TEST_CASE("ICLAA is EXACT for the approximated (kernel) model itself, positions offset by M; composition (spec §6.22)") {
+    // sim(q,k) = φ(q)ᵀφ(k) for every pair — the Performer-approximated GPT, and the elu+1 "softmax-free" GPT
+    for (FeatureKind kind : {FeatureKind::favor, FeatureKind::elu1}) {
+        CAPTURE((int)kind);
+        GPT<double> g = iclaa_gpt(21, 2, 24, 3, 1.0);
+        PerformerFeatures f(2, 3, 8, 20, kind, true, 4);
+        Rng r(22);
+        std::vector<int> A = rand_tokens(7, g.cfg.V, r), Bp = rand_tokens(5, g.cfg.V, r), X = rand_tokens(6, g.cfg.V, r);
+        std::vector<double> lp = tail_rows(iclaa_logits(g, f, nullptr, AttnSim::kernel, cat(A, X), 0), 7, g.cfg.V);
+        IclaaBias b(f);
+        iclaa_convert(g, f, b, AttnSim::kernel, A, 0);
+        CHECK(relerr(lp, iclaa_logits(g, f, &b, AttnSim::kernel, X, 7)) < 1e-12);
+        // restarting the positions at 0 is not exact for an absolute-position model (negative control)
+        CHECK(relerr(lp, iclaa_logits(g, f, &b, AttnSim::kernel, X, 0)) > 1e-4);
+        // convert(A) then convert(B) at the following positions = the prompt [A;B]
+        std::vector<double> lpab = tail_rows(iclaa_logits(g, f, nullptr, AttnSim::kernel, cat(cat(A, Bp), X), 0), 12, g.cfg.V);
+        iclaa_convert(g, f, b, AttnSim::kernel, Bp, 7);
+        CHECK(b.M == 12);
+        CHECK(relerr(lpab, iclaa_logits(g, f, &b, AttnSim::kernel, X, 12)) < 1e-12);
+    }
+}
+
+TEST_CASE("ICLAA on a softmax GPT (spec §6.22): error falls as features grow and beats no-ICL (offset positions)") {
+    const int M = 12, N = 6, seeds = 3;
+    double e_small = 0, e_big = 0, e_none = 0, e_big_restart = 0;
+    for (int sd = 0; sd < seeds; sd++) {
+        GPT<double> g = iclaa_gpt(31 + sd, 2, 32, 2, 0.3);
+        Rng r(40 + sd);
+        std::vector<int> P = rand_tokens(M, g.cfg.V, r), X = rand_tokens(N, g.cfg.V, r);
+        PerformerFeatures f0(2, 2, 16, 1, FeatureKind::favor, true, 0);
+        std::vector<double> lp = tail_rows(iclaa_logits(g, f0, nullptr, AttnSim::softmax, cat(P, X), 0), M, g.cfg.V);
+        e_none += relerr(lp, iclaa_logits(g, f0, nullptr, AttnSim::softmax, X, M)) / seeds;
+        for (int m : {8, 4096}) {
+            PerformerFeatures f(2, 2, 16, m, FeatureKind::favor, true, 50 + sd);
+            IclaaBias b(f);
+            iclaa_convert(g, f, b, AttnSim::softmax, P, 0);
+            double e = relerr(lp, iclaa_logits(g, f, &b, AttnSim::softmax, X, M));
+            (m == 8 ? e_small : e_big) += e / seeds;
+            if (m == 4096) e_big_restart += relerr(lp, iclaa_logits(g, f, &b, AttnSim::softmax, X, 0)) / seeds;
+        }
+    }
+    MESSAGE("ICLAA relerr: no-ICL " << e_none << ", m=8 " << e_small << ", m=4096 " << e_big << " (restart@0: " << e_big_restart << ")");
+    CHECK(e_big < 0.5 * e_small);
+    CHECK(e_big < 0.2 * e_none);
+    CHECK(e_small < e_none);
+    CHECK(e_big_restart > 2 * e_big);  // restarting positions leaves a floor set by the position mismatch
 }
 }

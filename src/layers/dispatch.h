@@ -21,6 +21,7 @@
 #include "layers/embedding.h"
 #include "layers/gelu.h"
 #include "layers/kernel_attention.h"
+#include "layers/kv_attention.h"
 #include "layers/layernorm.h"
 #include "layers/loss.h"
 #include "layers/matmul.h"
@@ -317,6 +318,14 @@ void kernel_attention_step(Device dev, real* out, real* S, real* z, const real* 
     OpTimer timer_("kernel attention step", dev);
     ON_GPU(kernel_attention_step(out, S, z, qkv, pos, C, NH, eps));
     icl::kernel_attention_step(out, S, z, qkv, pos, C, NH, eps);
+}
+// ---- single-query softmax attention against a KV cache (token-by-token decoding; src/layers/kv_attention.h) ----
+// CPU only for now: there is no CUDA kernel yet (decoding a CUDA model needs its parameters on the host).
+template <typename real>
+void kv_attention_step(Device dev, real* out, real* att, const real* cache, int n, int C, int NH) {
+    OpTimer timer_("kv attention step", dev);
+    ICL_ASSERT_MSG(dev == Device::cpu, "kv_attention_step: CPU only (no CUDA kernel)");
+    icl::kv_attention_step(out, att, cache, n, C, NH);
 }
 #undef ON_GPU
 #undef ON_GPU_RET

@@ -15,7 +15,9 @@
 //   * kernel_attention_forward/backward — the PARALLEL training form, chunked: the sequence is cut into
 //     chunks of KA_CHUNK tokens; inside a chunk the causal part is a small masked (n×n) product, across
 //     chunks a running state S (m×hs) carries the past. Cost per head O(T·(KA_CHUNK + m)·hs) = O(T·m·hs):
-//     linear in T, never a T×T matrix. All products are gemm() calls (matmul.h) on the calling thread.
+//     linear in T, never a T×T matrix. Forward: φ/RoPE for all heads in one pass over qkv, then per (b,h) the
+//     chunk products through one register-tiled loop (mm_nn below, on the calling thread; P only on and below
+//     the diagonal). Backward: gemm() calls (matmul.h) on the calling thread.
 //   * kernel_attention_step — the RECURRENT streaming form: one token, explicit state (S, z) updated in
 //     place. Started from S = b_KV, z = b_D it reproduces the parallel form (spec §6 invariants 5, 6).
 //
@@ -34,6 +36,7 @@
 #include <type_traits>
 
 #include "engine/common.h"
+#include "layers/gelu.h"
 #include "layers/matmul.h"
 #include "layers/parallel.h"
 #include "layers/rope.h"
@@ -61,13 +64,84 @@ inline int thread_id() {
     return 0;
 #endif
 }
-// elements of one thread's working slice: P, Q (CH×CH), X (CH×m), Dn (CH×hs), S (m×hs), z (m), dd (CH)
+// elements of one thread's working slice.
+//   backward: P, Q (CH×CH), X (CH×m), Dn (CH×hs), S (m×hs), z (m), dd (CH)
+//   forward:  AP (CH×(m+CH)) = [Âc | P], W ((m+CH)×hs) = [S ; Vc], Ct (m×CH) = Ĉcᵀ, z (m)
 inline size_t slice_size(int m, int hs) {
     const size_t CH = KA_CHUNK;
-    return 2 * CH * CH + CH * m + CH * hs + (size_t)m * hs + m + CH;
+    const size_t bwd = 2 * CH * CH + CH * m + CH * hs + (size_t)m * hs + m + CH;
+    const size_t fwd = CH * (m + CH) + (m + CH) * (size_t)hs + (size_t)m * CH + m;
+    return std::max(bwd, fwd);
+}
+
+// The forward's small products, fused: C (M,N) = [C +] A (M,K) · B (K,N), all row-major, on the calling thread.
+// gemm_f32 packs its operands for large matrices; the chunked form's products are tiny (64×64×16, 64×16×64,
+// …) and packing dominated. Here a 6×16 (float; 6×8 double) tile of C stays in registers (12 AVX2 accumulators)
+// while k runs; B rows are read in place. causal: row i only needs k <= i (the masked P·V product: P is 0
+// above the diagonal) and, for colmax, only columns j <= i are wanted (P = Â Ĉᵀ below the diagonal).
+// Every C element is a plain Σ_k in k order: the same numerics as the definition up to summation order.
+constexpr int MM_RB = 6;  // rows of C per register tile
+template <typename real>
+inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, int ldb, real* C, int ldc, bool accumulate,
+                  bool causal_k = false, bool causal_cols = false, int koff = 0) {
+    constexpr int RB = MM_RB, CB = 64 / (int)sizeof(real);  // 6 × (2 AVX2 registers): 12 accumulators
+    for (int i0 = 0; i0 < M; i0 += RB) {
+        const int ni = std::min(RB, M - i0);
+        const int kend = causal_k ? std::min(K, koff + i0 + ni) : K;
+        const int jend = causal_cols ? std::min(N, i0 + ni) : N;
+        for (int j0 = 0; j0 < jend; j0 += CB) {
+            const int nj = std::min(CB, N - j0);
+            real c[RB][CB];
+            if (ni == RB && nj == CB) {  // full tile: fixed trip counts, the compiler keeps c in registers
+                for (int r = 0; r < RB; r++)
+#pragma omp simd
+                    for (int j = 0; j < CB; j++) c[r][j] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + j] : real(0);
+                for (int k = 0; k < kend; k++) {
+                    const real* b = B + (size_t)k * ldb + j0;
+                    for (int r = 0; r < RB; r++) {
+                        const real a = A[(size_t)(i0 + r) * lda + k];
+#pragma omp simd
+                        for (int j = 0; j < CB; j++) c[r][j] += a * b[j];
+                    }
+                }
+                for (int r = 0; r < RB; r++)
+#pragma omp simd
+                    for (int j = 0; j < CB; j++) C[(size_t)(i0 + r) * ldc + j0 + j] = c[r][j];
+            } else {  // edge tile
+                for (int r = 0; r < ni; r++)
+                    for (int j = 0; j < nj; j++) c[r][j] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + j] : real(0);
+                for (int k = 0; k < kend; k++) {
+                    const real* b = B + (size_t)k * ldb + j0;
+                    for (int r = 0; r < ni; r++) {
+                        const real a = A[(size_t)(i0 + r) * lda + k];
+                        for (int j = 0; j < nj; j++) c[r][j] += a * b[j];
+                    }
+                }
+                for (int r = 0; r < ni; r++)
+                    for (int j = 0; j < nj; j++) C[(size_t)(i0 + r) * ldc + j0 + j] = c[r][j];
+            }
+        }
+    }
 }
 template <typename real>
 inline real phi(real x) { return x > real(0) ? x + real(1) : std::exp(x); }  // elu(x) + 1
+// y (n) = φ(x) for a row; float on AVX2 runs 8 lanes through vmath::exp8 (≈1 ulp of std::exp). Both forms
+// (parallel and recurrent) use this, so they see the same φ values.
+template <typename real>
+inline void phi_row(real* y, const real* x, int n) {
+    int i = 0;
+#ifdef ICL_GELU_AVX2
+    if constexpr (std::is_same_v<real, float>) {
+        const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+        for (; i + 8 <= n; i += 8) {
+            const __m256 v = _mm256_loadu_ps(x + i);
+            const __m256 e = vmath::exp8(_mm256_min_ps(v, zero));
+            _mm256_storeu_ps(y + i, _mm256_blendv_ps(e, _mm256_add_ps(v, one), _mm256_cmp_ps(v, zero, _CMP_GT_OQ)));
+        }
+    }
+#endif
+    for (; i < n; i++) y[i] = phi(x[i]);
+}
 // φ'(x) = 1 (x>0), eˣ = φ(x) (x<=0): expressed through the saved φ value f.
 template <typename real>
 inline real dphi(real x, real f) { return x > real(0) ? real(1) : f; }
@@ -81,10 +155,34 @@ inline size_t kernel_attention_scratch_size(int B, int T, int C, int NH, int nth
 
 namespace kattn_detail {
 // RoPE table for every (b,t): tab (B,T,m) = [cos(p θ_k) | sin(p θ_k)]
+// The m/2 frequencies θ_k are computed once. Rows come in blocks of 32: the first row of a block (and any
+// row whose position is not the previous one + 1) gets cos/sin directly, as rope_table does; the next ones
+// step the angle by θ_k with the addition formulas in double (error ≤ 32 double roundings, far below float's
+// and ~1e-15 absolute in double).
 template <typename real>
 void fill_rope(real* tab, const int* pos, int B, int T, int m) {
-#pragma omp parallel for schedule(static) if (use_threads((double)B * T * m * 20))
-    for (int n = 0; n < B * T; n++) rope_table(tab + (size_t)n * m, pos ? (double)pos[n] : (double)(n % T), m);
+    const int h = m / 2, N = B * T, RB = 32;
+    double theta[256], ct[256], st[256];
+    for (int k = 0; k < h; k++) { theta[k] = rope_theta(k, m); ct[k] = std::cos(theta[k]); st[k] = std::sin(theta[k]); }
+    auto P = [&](int n) { return pos ? (double)pos[n] : (double)(n % T); };
+#pragma omp parallel for schedule(static) if (use_threads((double)N * m * 20))
+    for (int n0 = 0; n0 < N; n0 += RB) {
+        double c[256], sn[256];
+        for (int n = n0; n < std::min(N, n0 + RB); n++) {
+            real* tb = tab + (size_t)n * m;
+            const double p = P(n);
+            if (n == n0 || p != P(n - 1) + 1) {
+                for (int k = 0; k < h; k++) { c[k] = std::cos(p * theta[k]); sn[k] = std::sin(p * theta[k]); }
+            } else {
+                for (int k = 0; k < h; k++) {
+                    const double c1 = c[k] * ct[k] - sn[k] * st[k], s1 = sn[k] * ct[k] + c[k] * st[k];
+                    c[k] = c1;
+                    sn[k] = s1;
+                }
+            }
+            for (int k = 0; k < h; k++) { tb[k] = (real)c[k]; tb[h + k] = (real)sn[k]; }
+        }
+    }
 }
 }  // namespace kattn_detail
 
@@ -107,30 +205,69 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
     real* tab = scratch;                                               // (B,T,m)
     real* slices = scratch + (size_t)B * T * m + (size_t)B * NH * (m * hs + m);
     fill_rope(tab, pos, B, T, m);
+    // features: a = φ(q), c = φ(k), â = R a, ĉ = R c — one pass over the rows of qkv for all heads (reading
+    // one head's slice per row at stride 3C, head by head, was bound by the strided loads)
+#pragma omp parallel for schedule(static) if (use_threads((double)B * T * C * 8))
+    for (int n = 0; n < B * T; n++) {
+        const int b = n / T, t = n % T;
+        const real* tb = tab + (size_t)n * m;
+#ifdef ICL_GELU_AVX2
+        if constexpr (std::is_same_v<real, float>) {
+            if (m % 8 == 0) {  // φ and the pair rotation 8 lanes at a time: y = x·[c,c] + swap(x)·[−s,s]
+                alignas(32) float cc[512], ss[512];
+                for (int k = 0; k < m / 2; k++) {
+                    cc[2 * k] = cc[2 * k + 1] = tb[k];
+                    ss[2 * k] = -tb[m / 2 + k];
+                    ss[2 * k + 1] = tb[m / 2 + k];
+                }
+                const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+                for (int h = 0; h < NH; h++) {
+                    const size_t o = (((size_t)b * NH + h) * T + t) * m;
+                    for (int part = 0; part < 2; part++) {  // q, then k
+                        const float* x = qkv + (size_t)n * C3 + part * C + h * hs;
+                        float* f = (part ? phik : phiq) + o;
+                        float* rf = (part ? rphik : rphiq) + o;
+                        for (int i = 0; i < m; i += 8) {
+                            const __m256 xv = _mm256_loadu_ps(x + i);
+                            const __m256 e = vmath::exp8(_mm256_min_ps(xv, zero));
+                            const __m256 a = _mm256_blendv_ps(e, _mm256_add_ps(xv, one), _mm256_cmp_ps(xv, zero, _CMP_GT_OQ));
+                            _mm256_storeu_ps(f + i, a);
+                            const __m256 sw = _mm256_permute_ps(a, 0xB1);  // (a1,a0,a3,a2,…)
+                            _mm256_storeu_ps(rf + i, _mm256_fmadd_ps(sw, _mm256_load_ps(ss + i), _mm256_mul_ps(a, _mm256_load_ps(cc + i))));
+                        }
+                    }
+                }
+                continue;
+            }
+        }
+#endif
+        for (int h = 0; h < NH; h++) {
+            const real* qt = qkv + (size_t)n * C3 + h * hs;
+            const size_t o = (((size_t)b * NH + h) * T + t) * m;
+            phi_row(phiq + o, qt, m);
+            phi_row(phik + o, qt + C, m);
+            rope_apply(rphiq + o, phiq + o, tb, m);
+            rope_apply(rphik + o, phik + o, tb, m);
+        }
+    }
 #pragma omp parallel for schedule(static) if (use_threads((double)B * NH * T * m * hs * 4))
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
         real* sl = slices + (size_t)thread_id() * slice_size(m, hs);
-        real* P = sl;                    // (CH,CH)
-        real* S = sl + 2 * CH * CH + CH * m + CH * hs;  // (m,hs)
-        real* z = S + m * hs;            // (m)
-        const real* q = qkv + (size_t)b * T * C3 + h * hs;  // (T,hs) row stride 3C
-        const real* v = q + 2 * C;                          // (T,hs) row stride 3C
-        real* A = phiq + (size_t)bh * T * m;                // (T,m)
-        real* Cf = phik + (size_t)bh * T * m;
-        real* Ah = rphiq + (size_t)bh * T * m;
-        real* Chh = rphik + (size_t)bh * T * m;
+        const int lap = m + CH;
+        real* AP = sl;                           // (CH, m+CH)  [Âc | P]
+        real* W = AP + (size_t)CH * lap;         // (m+CH, hs)  [S ; Vc]
+        real* S = W;                             // (m,hs)      the running numerator state
+        real* Wv = W + (size_t)m * hs;           // (CH,hs)     this chunk's v rows, contiguous
+        real* Ct = W + (size_t)lap * hs;         // (m,CH)      Ĉcᵀ
+        real* z = Ct + (size_t)m * CH;           // (m)
+        const real* v = qkv + (size_t)b * T * C3 + 2 * C + h * hs;  // (T,hs) row stride 3C
+        const real* A = phiq + (size_t)bh * T * m;          // (T,m)
+        const real* Cf = phik + (size_t)bh * T * m;
+        const real* Ah = rphiq + (size_t)bh * T * m;
+        const real* Chh = rphik + (size_t)bh * T * m;
         real* dn = den + (size_t)bh * T;                    // (T)
         real* o = out + (size_t)b * T * C + h * hs;         // (T,hs) row stride C
-        // features: a = φ(q), c = φ(k), â = R a, ĉ = R c
-        for (int t = 0; t < T; t++) {
-            const real* qt = q + (size_t)t * C3;
-            const real* kt = qt + C;
-            const real* tb = tab + ((size_t)b * T + t) * m;
-            for (int i = 0; i < m; i++) { A[(size_t)t * m + i] = phi(qt[i]); Cf[(size_t)t * m + i] = phi(kt[i]); }
-            rope_apply(Ah + (size_t)t * m, A + (size_t)t * m, tb, m);
-            rope_apply(Chh + (size_t)t * m, Cf + (size_t)t * m, tb, m);
-        }
         // states start at the biases (the bias is the state before the first token)
         for (int i = 0; i < m * hs; i++) S[i] = bkv ? bkv[(size_t)h * m * hs + i] : real(0);
         for (int i = 0; i < m; i++) z[i] = bd ? bd[(size_t)h * m + i] : real(0);
@@ -138,28 +275,47 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
             const int n = std::min(CH, T - t0);
             const real* Ahc = Ah + (size_t)t0 * m;   // (n,m)
             const real* Chc = Chh + (size_t)t0 * m;  // (n,m)
-            const real* vc = v + (size_t)t0 * C3;    // (n,hs) stride 3C
             real* oc = o + (size_t)t0 * C;           // (n,hs) stride C
-            // P = Âc Ĉcᵀ, causal inside the chunk (j <= i)
-            gemm<real>(false, true, n, n, m, real(1), Ahc, m, Chc, m, real(0), P, CH);
-            for (int i = 0; i < n; i++) std::fill(P + (size_t)i * CH + i + 1, P + (size_t)i * CH + n, real(0));
-            // numerator: intra-chunk P V  +  inter-chunk Âc S_prev
-            gemm<real>(false, false, n, hs, n, real(1), P, CH, vc, C3, real(0), oc, C);
-            gemm<real>(false, false, n, hs, m, real(1), Ahc, m, S, hs, real(1), oc, C);
+            // operands laid out once per chunk: Âc beside P, Vc under S, Ĉcᵀ
+            for (int i = 0; i < n; i++) {  // (plain loops: memmove calls cost more than these short rows)
+                const real* src = Ahc + (size_t)i * m;
+                real* dst = AP + (size_t)i * lap;
+#pragma omp simd
+                for (int k = 0; k < m; k++) dst[k] = src[k];
+                const real* vs = v + (size_t)(t0 + i) * C3;
+                real* vd = Wv + (size_t)i * hs;
+#pragma omp simd
+                for (int k = 0; k < hs; k++) vd[k] = vs[k];
+            }
+            for (int j = 0; j < n; j++)
+                for (int k = 0; k < m; k++) Ct[(size_t)k * CH + j] = Chc[(size_t)j * m + k];
+            // P = Âc Ĉcᵀ, causal inside the chunk (j <= i): only the tiles on or below the diagonal. The product
+            // below reads row i up to the end of i's MM_RB-row block, so only those few entries above the
+            // diagonal are zeroed.
+            real* P = AP + m;
+            mm_nn<real>(n, n, m, Ahc, m, Ct, CH, P, lap, false, false, true);
+            for (int i = 0; i < n; i++)
+                for (int j = i + 1; j < std::min(n, (i / MM_RB + 1) * MM_RB); j++) P[(size_t)i * lap + j] = real(0);
+            // numerator, one product: [Âc | P] [S_prev ; Vc] = Âc S_prev (inter-chunk) + P Vc (intra-chunk, masked)
+            mm_nn<real>(n, hs, m + n, AP, lap, W, hs, oc, C, false, true, false, m);
             // denominator (unrotated, running z) and the division
             for (int i = 0; i < n; i++) {
                 const real* ci = Cf + (size_t)(t0 + i) * m;
                 const real* ai = A + (size_t)(t0 + i) * m;
                 real d = 0;
-                for (int k = 0; k < m; k++) { z[k] += ci[k]; d += ai[k] * z[k]; }
+#pragma omp simd
+                for (int k = 0; k < m; k++) z[k] += ci[k];
+#pragma omp simd reduction(+ : d)
+                for (int k = 0; k < m; k++) d += ai[k] * z[k];
                 d += (real)eps;
                 dn[t0 + i] = d;
                 const real inv = real(1) / d;
                 real* oi = oc + (size_t)i * C;
+#pragma omp simd
                 for (int k = 0; k < hs; k++) oi[k] *= inv;
             }
             // S += Ĉcᵀ Vc
-            gemm<real>(true, false, m, hs, n, real(1), Chc, m, vc, C3, real(1), S, hs);
+            mm_nn<real>(m, hs, n, Ct, CH, Wv, hs, S, hs, true);
         }
     }
 }
@@ -323,7 +479,8 @@ void kernel_attention_step(real* out,         // (C)
         const real* v = q + 2 * C;
         real* Sh = S + (size_t)h * m * hs;
         real* zh = z + (size_t)h * m;
-        for (int i = 0; i < m; i++) { a[i] = phi(q[i]); c[i] = phi(k[i]); }
+        kattn_detail::phi_row(a, q, m);
+        kattn_detail::phi_row(c, k, m);
         rope_apply(ah, a, tab, m);
         rope_apply(ch, c, tab, m);
         real d = 0;

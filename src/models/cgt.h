@@ -67,8 +67,17 @@ struct CGTLoss {
     double nu_K = 0.03, lambda = 0.1;  // GP prior: 𝒦 = ν_K·I + (1−ν_K)·RBF(λ·T tokens)
 };
 
-// FLOPs of one training step (forward + backward ≈ 3× forward for the matmul/attention work).
-struct CGTFlops { double main_fwd = 0, aux_fwd = 0, total_step = 0; };
+// FLOPs of one training step (forward + backward ≈ 3× forward for the matmul/attention work), by part.
+struct CGTFlops {
+    double x_fwd = 0;       // main pass, x stream: projections, causal attention, head (= the x-only GPT's forward)
+    double y_fwd = 0;       // main pass, y stream: [x,y] projections and y attention of the dual blocks, VAE head
+    double gen_fwd = 0;     // main pass, the 2(L−ℓ) generators T^κ
+    double main_fwd = 0;    // x + y + gen
+    double aux_fwd = 0;     // aux pass: the x-only model (generators included) on B·Ta rows (Ta = Δ, or E[T − p])
+    double aux_gen_fwd = 0; // of which generators
+    double reg_fwd = 0;     // R_C, R_D (and the VAE KL) on y^ℓ, when their weights are > 0
+    double total_step = 0;  // 3·(main + aux) + 3·reg
+};
 
 template <typename real>
 struct CGT {
@@ -137,6 +146,59 @@ private:
     int kinv_T_ = -1;
     bool has_pos_ = false, has_aux_ = false, has_targets_ = false;
     Batch aux_batch_;
+};
+
+// ---- token-by-token streaming decode with KV caches (spec §1.9, §7 invariant 11: streaming = parallel) ----
+//
+// One sequence, one token per step(): every x block keeps the [q|k|v] rows of the tokens in its context
+// (x cache, (maxT,3d_x) per block), every dual block the y stream's (y cache, (maxT,3d_y)); a step appends the
+// token's rows and attends with one query against the cache (layers/kv_attention.h). Everything else is the
+// existing layers (layernorm, matmul, generator, concat, gelu, residual) on one row. Inference: the VAE's
+// y_used = μ = y^ℓ (eval). CPU models only (the single-query attention has no CUDA kernel).
+//
+// What the generators read (the y "source") selects the inference mode:
+//   dynamic     y_used of the token's own y stream                                 mode 1
+//   ema         u_t = (1−γ)·u_{t−1} + γ·y_dyn_t, u_{−1} = y_init (set_ema)         mode 4
+//   fixed       one ỹ for every later token; the y stream is no longer computed    modes 2, 3, 5
+// freeze(keep_context) switches a dynamic stream to fixed at ỹ = the last token's y_used:
+//   keep_context = false → the x caches are emptied (the prefix leaves the context; positions stay absolute)
+//                          = frozen_outputs (mode 2);   true → frozen_ctx_outputs (mode 3).
+// set_fixed_y(y) from the start = transplant_outputs (mode 5).
+template <typename real>
+struct CGTStream {
+    enum class YSource { dynamic, ema, fixed };
+
+    explicit CGTStream(CGT<real>& model);
+    void reset();                                           // empty caches, position 0, dynamic y
+    void set_ema(const std::vector<real>& y_init, double gamma);
+    void set_fixed_y(const std::vector<real>& y);           // (d_y)
+    void freeze(bool keep_context);
+    // One input (a token id, or a d_in vector) at position pos (−1: the next position). Returns the output row
+    // (V logits or d_out predictions), valid until the next step.
+    const real* step(int token, int pos = -1);
+    const real* step_vector(const real* v, int pos = -1);
+
+    YSource source() const { return src_; }
+    int position() const { return next_pos_; }             // the next step's default position
+    int context() const { return nx_; }                     // tokens in the x caches
+    const std::vector<real>& y_used() const { return yuse_; }  // what the last step's generators read (d_y)
+
+private:
+    struct Site { std::vector<real> ln, mean, rstd, mix, c, P, z, G; };  // one LN + mix site, one row
+    const real* run(const int* token, const real* v, int pos);
+    void block_step(const std::string& p, const BlockShape& k, real* x, real* cache, int n, const real* y, const real* ux1,
+                    const real* ux2, Site& s1, Site& s2);
+    void site_step(const std::string& p, const BlockShape& k, int site, const real* x, const real* y, const real* ux, Site& st);
+
+    CGT<real>& m_;
+    YSource src_ = YSource::dynamic;
+    double gamma_ = 0;
+    int nx_ = 0, ny_ = 0, next_pos_ = 0;
+    std::vector<std::vector<real>> xcache_, ycache_;        // per block (maxT,3d_x) / per dual block (maxT,3d_y)
+    std::vector<Site> xs1_, xs2_;                           // per x block: its LN1/LN2 sites (the y stream reads them)
+    Site ys1_, ys2_;
+    std::vector<real> x_, y_, yuse_, lnf_, mean_, rstd_, out_, qkv_, atty_, att_, proj_, fch_, fchg_;
+    std::vector<double> ema_;
 };
 
 }  // namespace icl
