@@ -6,9 +6,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -128,8 +130,14 @@ TEST_CASE("README.md shows each binary's --help exactly (run tools/update_readme
     if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set"); return; }
     std::string readme = slurp("README.md");
     if (readme.empty()) { MESSAGE("skipped: README.md not found in the working directory"); return; }
-    for (const char* b : {"train_gpt", "train_cgt", "iclca", "gradcheck", "bench", "npyinspect", "plotlog"}) {
-        Result r = run(std::string(b) + " --help");
+    // every binary: one per src/*.cpp and tools/*.cpp
+    std::vector<std::string> bins;
+    for (const char* dir : {"src", "tools"})
+        for (const auto& e : std::filesystem::directory_iterator(dir))
+            if (e.path().extension() == ".cpp") bins.push_back(e.path().stem().string());
+    REQUIRE(bins.size() >= 7);
+    for (const std::string& b : bins) {
+        Result r = run(b + " --help");
         CAPTURE(b);
         REQUIRE(r.code == 0);
         CHECK(readme.find("```\n" + r.out + "```") != std::string::npos);
