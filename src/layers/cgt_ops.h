@@ -114,14 +114,18 @@ void continuity_reg_backward(real* dy, const real* y, double w, int B, int T, in
     std::vector<real> n, rho, dn((size_t)B * T * D, real(0));
     cgt_detail::normalize_rows(n, rho, y, B * T, D);
     const real k = (real)(2.0 * w / ((double)B * (T - 1)));
+    // sum += (n_s − n_{s−1})²   =>   dn_s += k(n_s − n_{s−1}),  dn_{s−1} −= k(n_s − n_{s−1}).
+    // Written as one gather per element, dn_s = k(n_s − n_{s−1}) − k(n_{s+1} − n_s), with no read-after-write
+    // between iterations: the scatter form (dn[i1] += g; dn[i0] −= g) was miscompiled by g++ 12 at -O3 with
+    // AVX-512 (the fp64 finite-difference test caught it).
     for (int b = 0; b < B; b++)
-        for (int s = 1; s < T; s++)
+        for (int s = 0; s < T; s++)
             for (int c = 0; c < D; c++) {
-                // sum += (n_s − n_{s−1})²   =>   dn_s += 2c(n_s − n_{s−1}),  dn_{s−1} −= the same
-                const size_t i1 = ((size_t)b * T + s) * D + c, i0 = i1 - D;
-                const real g = k * (n[i1] - n[i0]);
-                dn[i1] += g;
-                dn[i0] -= g;
+                const size_t i = ((size_t)b * T + s) * D + c;
+                real g = 0;
+                if (s >= 1) g += k * (n[i] - n[i - D]);
+                if (s + 1 < T) g -= k * (n[i + D] - n[i]);
+                dn[i] = g;
             }
     cgt_detail::normalize_rows_backward(dy, dn.data(), y, rho.data(), B * T, D);
 }
