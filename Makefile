@@ -5,6 +5,8 @@
 #   make run          the main job (see README)
 #   make bench        CPU benchmarks (GEMM GFLOP/s, train step time)
 #   make sanitize     the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make cuda         every binary (and build-cuda/test_icl) with the CUDA backend, into build-cuda/ (needs nvcc)
+#   make test-cuda    make cuda, then run the whole test suite from build-cuda/ (the CUDA tests need a GPU)
 #   make deps         install the Debian packages the build needs (as root) or print the command
 #
 # Portable build (no -march=native, e.g. for a binary you copy to another machine):
@@ -32,12 +34,27 @@ TOOL_SRCS  = $(wildcard tools/*.cpp)
 TEST_SRCS  = $(wildcard tests/*.cpp)
 
 LIB_OBJS   = $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
+
+# The CUDA backend (cuda/*.cu), compiled in only by `make cuda` (which sets ICL_CUDA=1 and BUILD=build-cuda):
+# nvcc for the kernels, -DICL_CUDA for the rest (src/layers/dispatch.h then routes Device::cuda to them).
+# Architectures: sm_80 (A100) and sm_90 (H100/H200) machine code, plus sm_90 PTX for newer GPUs.
+NVCC       ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+CUDA_HOME  ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
+CUDA_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVCCFLAGS  ?= -O3
+CUDA_BUILD ?= build-cuda
+CU_SRCS    = $(wildcard cuda/*.cu)
+ifeq ($(ICL_CUDA),1)
+CU_OBJS    = $(CU_SRCS:%.cu=$(BUILD)/%.o)
+ALL_CXXFLAGS += -DICL_CUDA -I.
+LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+endif
 BINS       = $(BIN_SRCS:src/%.cpp=$(BUILD)/%)
 TOOLS      = $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
 TEST_OBJS  = $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
 TEST_BIN   = $(BUILD)/test_icl
 
-.PHONY: all test run bench sanitize deps clean
+.PHONY: all test run bench sanitize deps clean cuda test-cuda
 .SECONDARY:
 all: deps $(BINS) $(TOOLS)
 
@@ -54,9 +71,13 @@ deps:
 	  fi; \
 	fi
 
-$(BUILD)/libicl.a: $(LIB_OBJS)
+$(BUILD)/libicl.a: $(LIB_OBJS) $(CU_OBJS)
 	@mkdir -p $(@D)
 	ar rcs $@ $^
+
+$(BUILD)/cuda/%.o: cuda/%.cu | deps
+	@mkdir -p $(@D)
+	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH) -Isrc -I. -DICL_CUDA -Xcompiler -Wall,-Wno-unused-parameter -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.cpp | deps
 	@mkdir -p $(@D)
@@ -78,12 +99,21 @@ test: all $(TEST_BIN)
 	awk '/^\[doctest\] test cases:/ { print "tests: " $$6 " passed, " $$9 " failed, " $$12 " skipped" }' $(BUILD)/test.log; \
 	exit $$st
 
-# The main job (until the CGT experiments exist): the GPT baseline on the ICL arithmetic task.
+# The main job: the CPU-sized CGT experiment (ICL-mini: baseline GPT, CGT η=1, CGT aux+reg), ending with the
+# Table-1-style comparison and the paths of its plots (train_cgt --preset make-run; docs/cgt.md).
 run: all
-	OMP_NUM_THREADS=$(NPROC) ./$(BUILD)/train_gpt --preset arith
+	OMP_NUM_THREADS=$(NPROC) ./$(BUILD)/train_cgt --preset make-run
 
 bench: all
 	OMP_NUM_THREADS=$(NPROC) ./$(BUILD)/bench
+
+# The CUDA build. Without nvcc: one line and a non-zero exit.
+cuda:
+	@if [ -z "$(NVCC)" ]; then echo "error: make cuda needs nvcc (the CUDA Toolkit): none on PATH or in /usr/local/cuda/bin"; exit 1; fi
+	+$(MAKE) ICL_CUDA=1 BUILD=$(CUDA_BUILD) NVCC=$(NVCC) all $(CUDA_BUILD)/test_icl
+
+test-cuda: cuda
+	+$(MAKE) ICL_CUDA=1 BUILD=$(CUDA_BUILD) NVCC=$(NVCC) test
 
 sanitize:
 	$(MAKE) BUILD=build-san OPT_FLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
@@ -92,4 +122,4 @@ sanitize:
 clean:
 	rm -rf build build-san build-cuda
 
--include $(LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BIN_SRCS:src/%.cpp=$(BUILD)/src/%.d) $(TOOL_SRCS:tools/%.cpp=$(BUILD)/tools/%.d)
+-include $(LIB_OBJS:.o=.d) $(CU_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BIN_SRCS:src/%.cpp=$(BUILD)/src/%.d) $(TOOL_SRCS:tools/%.cpp=$(BUILD)/tools/%.d)

@@ -1,6 +1,6 @@
-// bench.cpp — CPU benchmarks.
+// bench.cpp — benchmarks on the CPU, or with --device cuda on the GPU.
 //
-//   bench [SUBCOMMAND]... [--threads N] [--reps N]
+//   bench [SUBCOMMAND]... [--device cpu|cuda] [--tf32] [--threads N] [--reps N]
 //
 // Subcommands (none given: run them all, in table order):
 //   model   ms per train_gpt step (forward + backward + AdamW) and tokens/s at --layers/--width/--heads/
@@ -13,7 +13,13 @@
 //           the baseline GPT step at the same x width (L, d_x, NH_x, V, B, T) and the ratio of the two GFLOP/s.
 //   gemm    GFLOP/s of the fp32 GEMM at 1024³ (all four transpose combinations) and at the GPT model's own
 //           linear-layer shapes (forward, backward dinp, backward dweight), beside the machine's measured FP32
-//           FMA peak and the fraction of it reached.
+//           FMA peak and the fraction of it reached. --device cuda: cuBLAS TFLOP/s at 4096³ and the model's shapes,
+//           fp32 and TF32 side by side, beside the GPU's measured FP32 FMA peak and its datasheet TF32 peak.
+//   kernels the bandwidth-bound layers (residual, GELU, layernorm, cross-entropy, AdamW, embedding) at the model's
+//           activation shapes: GB/s moved (a minimal-traffic count) against the device's measured copy bandwidth.
+// --device cuda runs every subcommand on the GPU (model and cgt: the same models on Device::cuda, timed with
+// device synchronization); --tf32 lets cuBLAS use TF32 tensor cores in model/cgt/kernels. Preset gpt2-small:
+// the GPT-2 small shape (L=12, C=768, NH=12, V=50257, T=1024, B=8), the PyTorch comparison of tools/bench_gpu.sh.
 //
 // Every number is the median of --reps timed runs (the `best` column: the fastest run, for noisy machines);
 // each run repeats the kernel until it has taken at least MIN_RUN_SECONDS, so short kernels are not swamped
@@ -24,6 +30,7 @@
 #include <algorithm>
 #include <map>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -46,6 +53,7 @@ namespace {
 constexpr double MIN_RUN_SECONDS = 0.05;
 
 struct BenchOptions {
+    Device dev = Device::cpu;
     int threads = 1;  // OpenMP threads in use (after --threads is applied)
     int reps = 7;     // timed runs per measurement
     GPTConfig model;  // `bench model`: the GPT whose train step is timed
@@ -66,14 +74,17 @@ struct Timing {
 };
 
 // Seconds per call of fn(): one warm-up call, then calibrate how many calls make one timed run last at least
-// MIN_RUN_SECONDS, then `reps` timed runs.
+// MIN_RUN_SECONDS, then `reps` timed runs. On the GPU, each timed run ends with a device synchronization, so
+// asynchronous kernels are counted in full.
 template <typename F>
-Timing time_calls(F&& fn, int reps) {
+Timing time_calls(F&& fn, int reps, Device dev = Device::cpu) {
     fn();
+    device_sync(dev);
     int inner = 1;
     for (;;) {
         double t0 = now_seconds();
         for (int i = 0; i < inner; i++) fn();
+        device_sync(dev);
         double dt = now_seconds() - t0;
         if (dt >= MIN_RUN_SECONDS || inner >= (1 << 20)) break;
         inner = std::max(inner * 2, (int)(inner * MIN_RUN_SECONDS / std::max(dt, 1e-9) * 1.2));
@@ -82,6 +93,7 @@ Timing time_calls(F&& fn, int reps) {
     for (int r = 0; r < reps; r++) {
         double t0 = now_seconds();
         for (int i = 0; i < inner; i++) fn();
+        device_sync(dev);
         runs.push_back((now_seconds() - t0) / inner);
     }
     return {median(runs), *std::min_element(runs.begin(), runs.end())};
@@ -148,9 +160,7 @@ double measure_fma_peak(int threads, int reps) {
     return median(gflops);
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// bench gemm
-
+// One GEMM shape of `bench gemm` (both devices).
 struct GemmCase {
     std::string name;
     bool transA, transB;
@@ -158,7 +168,80 @@ struct GemmCase {
     float beta;
 };
 
+// ---------------------------------------------------------------------------------------------------------
+// The peak a measurement is compared with: the CPU's measured FMA peak; on the GPU the measured FP32 FMA peak,
+// or with --tf32 the datasheet TF32 tensor-core peak (when the GPU is in the table of cuda/bench.cu).
+struct Peak {
+    double gflops = 0;
+    std::string kind;
+};
+
+Peak device_peak(const BenchOptions& opt) {
+    if (opt.dev == Device::cpu) return {measure_fma_peak(opt.threads, opt.reps), PEAK_KIND};
+#ifdef ICL_CUDA
+    const double fp32 = cuda::fma_peak_tflops(opt.reps) * 1e3, tf32 = cuda::spec_tf32_peak_tflops() * 1e3;
+    if (tf32_enabled() && tf32 > 0) return {tf32, strfmt("TF32 tensor-core peak (datasheet; FP32 FMA measured: %.1f TFLOP/s)", fp32 * 1e-3)};
+    return {fp32, tf32_enabled() ? "FP32 FMA peak, measured (TF32 peak of this GPU unknown)" : "FP32 FMA peak, measured"};
+#else
+    require_device(opt.dev);
+    return {};
+#endif
+}
+
+std::string device_line(const BenchOptions& opt) {
+    if (opt.dev == Device::cpu) return strfmt("CPU, %d thread%s", opt.threads, opt.threads == 1 ? "" : "s");
+    return device_description(opt.dev) + (tf32_enabled() ? ", TF32 allowed" : ", TF32 off");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// bench gemm --device cuda: cuBLAS at 4096³ and at the GPT's shapes, fp32 and TF32 side by side
+
+#ifdef ICL_CUDA
+int bench_gemm_gpu(const BenchOptions& opt) {
+    const double fp32_peak = cuda::fma_peak_tflops(opt.reps), tf32_peak = cuda::spec_tf32_peak_tflops();
+    std::vector<GemmCase> cases;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            if (!(ta && tb)) cases.push_back({strfmt("4096^3 %s%s", ta ? "T" : "N", tb ? "T" : "N"), (bool)ta, (bool)tb, 4096, 4096, 4096, 0.0f});
+    const int rows = opt.batch * opt.seq, C = opt.model.C;
+    const int shapes[][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, opt.model.V}};
+    for (auto& sh : shapes) {
+        const int c = sh[0], oc = sh[1];
+        cases.push_back({strfmt("gpt fwd     C=%d OC=%d", c, oc), false, true, rows, oc, c, 0.0f});
+        cases.push_back({strfmt("gpt bwd-dx  C=%d OC=%d", c, oc), false, false, rows, c, oc, 1.0f});
+        cases.push_back({strfmt("gpt bwd-dW  C=%d OC=%d", c, oc), true, false, oc, c, rows, 1.0f});
+    }
+    std::printf("bench gemm: cuBLAS C(M,N) = op(A)·op(B), %s; ms = median of %d runs (CUDA events)\n", device_description(opt.dev).c_str(),
+                opt.reps);
+    std::printf("FP32 FMA peak, measured: %.1f TFLOP/s;  TF32 tensor-core peak (datasheet, dense): %s\n\n", fp32_peak,
+                tf32_peak > 0 ? strfmt("%.1f TFLOP/s", tf32_peak).c_str() : "unknown for this GPU");
+    std::printf("%-26s %4s %6s %6s %6s | %9s %9s %6s | %9s %9s %6s\n", "case", "op", "M", "N", "K", "fp32 ms", "TFLOP/s", "%FP32", "tf32 ms",
+                "TFLOP/s", "%TF32");
+    std::fflush(stdout);
+    for (const GemmCase& c : cases) {
+        const double flops = 2.0 * c.M * c.N * c.K;
+        const double ms32 = cuda::time_gemm_ms(c.transA, c.transB, c.M, c.N, c.K, false, opt.reps);
+        const double ms19 = cuda::time_gemm_ms(c.transA, c.transB, c.M, c.N, c.K, true, opt.reps);
+        const double t32 = flops / (ms32 * 1e-3) * 1e-12, t19 = flops / (ms19 * 1e-3) * 1e-12;
+        std::printf("%-26s %3s%s %6d %6d %6d | %9.3f %9.1f %5.1f%% | %9.3f %9.1f %s\n", c.name.c_str(), c.transA ? "T" : "N",
+                    c.transB ? "T" : "N", c.M, c.N, c.K, ms32, t32, 100.0 * t32 / fp32_peak, ms19, t19,
+                    tf32_peak > 0 ? strfmt("%5.1f%%", 100.0 * t19 / tf32_peak).c_str() : "     -");
+        std::fflush(stdout);
+    }
+    return 0;
+}
+#else
+int bench_gemm_gpu(const BenchOptions& opt) {
+    require_device(opt.dev);  // "built without CUDA"
+    return 1;
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------------------
+// bench gemm
+
 int bench_gemm(const BenchOptions& opt) {
+    if (opt.dev == Device::cuda) return bench_gemm_gpu(opt);
     const int threads = opt.threads;
     const double peak = measure_fma_peak(threads, opt.reps);
 
@@ -255,8 +338,8 @@ double gpt_step_flops(const GPTConfig& c, int B, int T) {
 int bench_model(const BenchOptions& opt) {
     const GPTConfig& cfg = opt.model;
     const int B = opt.batch, T = opt.seq;
-    const double peak = measure_fma_peak(opt.threads, opt.reps);
-    GPT<float> m(cfg, Device::cpu, 1);
+    const Peak peak = device_peak(opt);
+    GPT<float> m(cfg, opt.dev, 1);
     Rng rng(7);
     Batch bt;
     bt.B = B;
@@ -271,6 +354,7 @@ int bench_model(const BenchOptions& opt) {
         m.forward(bt);
         m.backward();
         m.s.update(adam, 1e-4);
+        device_sync(opt.dev);  // the GPU's last kernels are part of the step
     };
     step();  // warm-up: allocates the activations
     std::vector<double> times;
@@ -281,13 +365,12 @@ int bench_model(const BenchOptions& opt) {
     }
     const double t = median(times), best = *std::min_element(times.begin(), times.end());
     const double flops = gpt_step_flops(cfg, B, T);
-    std::printf("bench model: train_gpt step (forward + backward + AdamW), fp32, CPU, %d thread%s\n", opt.threads,
-                opt.threads == 1 ? "" : "s");
+    std::printf("bench model: train_gpt step (forward + backward + AdamW), fp32, %s\n", device_line(opt).c_str());
     std::printf("  GPT L=%d C=%d NH=%d V=%d, B=%d T=%d: %lld parameters, %.1f GFLOP per step (analytic)\n", cfg.L, cfg.C, cfg.NH,
                 cfg.V, B, T, (long long)cfg.num_params(), flops * 1e-9);
-    std::printf("  %s: %.1f GFLOP/s\n", PEAK_KIND, peak);
+    std::printf("  %s: %.1f GFLOP/s\n", peak.kind.c_str(), peak.gflops);
     std::printf("  step: median %.1f ms (best %.1f ms) over %d steps; %.0f tokens/s; %.1f GFLOP/s = %.1f%% of peak\n\n", t * 1e3,
-                best * 1e3, opt.reps, B * T / t, flops / t * 1e-9, 100.0 * flops / t * 1e-9 / peak);
+                best * 1e3, opt.reps, B * T / t, flops / t * 1e-9, 100.0 * flops / t * 1e-9 / peak.gflops);
     print_profile(step, opt.reps);
     return 0;
 }
@@ -312,21 +395,24 @@ int bench_cgt(const BenchOptions& opt) {
     const CGTConfig& cfg = opt.cgt;
     const GPTConfig gcfg = cfg.x_config();
     const int B = opt.batch, T = opt.seq;
-    const double peak = measure_fma_peak(opt.threads, opt.reps);
-    CGT<float> m(cfg, Device::cpu, 1);
+    const Peak pk = device_peak(opt);
+    const double peak = pk.gflops;
+    CGT<float> m(cfg, opt.dev, 1);
     m.loss = opt.cgt_loss;
-    GPT<float> g(gcfg, Device::cpu, 1);
+    GPT<float> g(gcfg, opt.dev, 1);
     const Batch bt = random_token_batch(B, T, cfg.V, 7);
     AdamWConfig adam;
     auto cgt_step = [&] {
         m.forward(bt);
         m.backward();
         m.s.update(adam, 1e-4);
+        device_sync(opt.dev);
     };
     auto gpt_step = [&] {
         g.forward(bt);
         g.backward();
         g.s.update(adam, 1e-4);
+        device_sync(opt.dev);
     };
     cgt_step();  // warm-up: allocates the activations
     gpt_step();
@@ -345,13 +431,13 @@ int bench_cgt(const BenchOptions& opt) {
     const double t_c = median(tc), t_g = median(tg);
     const double gf_c = f.total_step / t_c * 1e-9, gf_g = fg / t_g * 1e-9;
     const CGTLoss& ls = m.loss;
-    std::printf("bench cgt: train_cgt step (main + aux pass, regularizers, backward, AdamW) vs the x-only GPT step, fp32, CPU, %d thread%s\n",
-                opt.threads, opt.threads == 1 ? "" : "s");
+    std::printf("bench cgt: train_cgt step (main + aux pass, regularizers, backward, AdamW) vs the x-only GPT step, fp32, %s\n",
+                device_line(opt).c_str());
     std::printf("  CGT L=%d ell=%d d_x=%d d_y=%d NH_x=%d NH_y=%d r=%d M=%d V=%d, B=%d T=%d, eta=%g horizon=%d w_C=%g w_D=%g: %lld parameters "
                 "(GPT %lld)\n",
                 cfg.L, cfg.ell, cfg.dx, cfg.dy, cfg.NHx, cfg.NHy, cfg.r, cfg.M, cfg.V, B, T, ls.eta, ls.horizon, ls.wC, ls.wD,
                 (long long)cfg.num_params(), (long long)gcfg.num_params());
-    std::printf("  %s: %.1f GFLOP/s\n", PEAK_KIND, peak);
+    std::printf("  %s: %.1f GFLOP/s\n", pk.kind.c_str(), peak);
     std::printf("  analytic FLOPs per step (forward; a step counts 3x):\n");
     auto row = [&](const char* name, double fwd) {
         std::printf("    %-34s %9.3f GFLOP fwd  %6.1f%%\n", name, fwd * 1e-9, 100.0 * 3 * fwd / f.total_step);
@@ -376,6 +462,85 @@ int bench_cgt(const BenchOptions& opt) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// bench kernels: the bandwidth-bound layers at the model's activation shapes, GB/s against the copy bandwidth
+
+// Bytes per second of a large copy: cudaMemcpy device-to-device on the GPU; on the CPU the threads copy
+// their own slices (each byte counted once read and once written).
+double copy_bandwidth_gbs(const BenchOptions& opt, size_t bytes) {
+#ifdef ICL_CUDA
+    if (opt.dev == Device::cuda) return cuda::copy_bandwidth_gbs(bytes, opt.reps);
+#endif
+    std::vector<char> a(bytes, 1), b(bytes);
+    const int nchunk = 64;
+    Timing t = time_calls(
+        [&] {
+#pragma omp parallel for schedule(static)
+            for (int k = 0; k < nchunk; k++) {
+                const size_t i0 = bytes * k / nchunk, i1 = bytes * (k + 1) / nchunk;
+                std::memcpy(b.data() + i0, a.data() + i0, i1 - i0);
+            }
+        },
+        opt.reps);
+    return 2.0 * (double)bytes / t.median * 1e-9;
+}
+
+int bench_kernels(const BenchOptions& opt) {
+    const Device dev = opt.dev;
+    const GPTConfig& cfg = opt.model;
+    const int N = opt.batch * opt.seq, C = cfg.C, V = cfg.V;
+    const int64_t nc = (int64_t)N * C, n4 = 4 * nc, nv = (int64_t)N * V, P = cfg.num_params();
+    // device buffers with random contents (uploaded once from the host)
+    Rng rng(42);
+    const int64_t biggest = std::max({n4, nv, P});
+    std::vector<float> host((size_t)biggest);
+    fill_uniform(host.data(), host.size(), rng, -1.0, 1.0);
+    auto buf = [&](int64_t n) {
+        Buffer<float> b(dev, (size_t)n);
+        device_copy(dev, b.ptr, host.data(), (size_t)n * sizeof(float), Copy::host_to_device);
+        return b;
+    };
+    Buffer<float> a1 = buf(n4), a2 = buf(n4), a3 = buf(n4), a4 = buf(n4);
+    Buffer<float> w = buf(C), bias = buf(C), mean = buf(N), rstd = buf(N);
+    Buffer<float> logits = buf(nv), probs = buf(nv), dlogits = buf(nv), losses = buf(N), dl = buf(N);
+    Buffer<float> wte = buf((int64_t)V * C), wpe = buf((int64_t)opt.seq * C);
+    Buffer<float> p = buf(P), g = buf(P), m = buf(P), v = buf(P);
+    std::vector<int> tok(N);
+    for (auto& t : tok) t = (int)rng.below(V);
+    Buffer<int> dtok(dev, N);
+    device_copy(dev, dtok.ptr, tok.data(), N * sizeof(int), Copy::host_to_device);
+    // layernorm backward reads a consistent mean/rstd: one forward first
+    op::layernorm_forward(dev, a2.ptr, mean.ptr, rstd.ptr, a1.ptr, w.ptr, bias.ptr, N, C);
+
+    const double copy = copy_bandwidth_gbs(opt, (size_t)std::max<int64_t>(n4 * 4, (int64_t)1 << (dev == Device::cuda ? 28 : 26)));
+    std::printf("bench kernels: bandwidth-bound layers at the model's shapes (N = B*T = %d, C = %d, V = %d, %lld parameters), %s\n", N, C, V,
+                (long long)P, device_line(opt).c_str());
+    std::printf("bytes = a minimal-traffic count (each input read once, each output written once); copy bandwidth, measured: %.1f GB/s\n\n",
+                copy);
+    std::printf("%-22s %-12s %10s %10s %9s\n", "kernel", "shape", "ms", "GB/s", "%copy");
+    auto row = [&](const char* name, const std::string& shape, double bytes, auto fn) {
+        Timing t = time_calls(fn, opt.reps, dev);
+        const double gbs = bytes / t.median * 1e-9;
+        std::printf("%-22s %-12s %10.3f %10.1f %8.1f%%\n", name, shape.c_str(), t.median * 1e3, gbs, 100.0 * gbs / copy);
+        std::fflush(stdout);
+    };
+    const std::string sNC = strfmt("(%d,%d)", N, C), sN4 = strfmt("(%d,%d)", N, 4 * C), sNV = strfmt("(%d,%d)", N, V);
+    row("residual fwd", sNC, 3.0 * nc * 4, [&] { op::residual_forward(dev, a3.ptr, a1.ptr, a2.ptr, nc); });
+    row("residual bwd", sNC, 5.0 * nc * 4, [&] { op::residual_backward(dev, a3.ptr, a4.ptr, a1.ptr, nc); });
+    row("gelu fwd", sN4, 2.0 * n4 * 4, [&] { op::gelu_forward(dev, a2.ptr, a1.ptr, n4); });
+    row("gelu bwd", sN4, 4.0 * n4 * 4, [&] { op::gelu_backward(dev, a3.ptr, a1.ptr, a2.ptr, n4); });
+    row("layernorm fwd", sNC, 2.0 * nc * 4, [&] { op::layernorm_forward(dev, a3.ptr, mean.ptr, rstd.ptr, a1.ptr, w.ptr, bias.ptr, N, C); });
+    row("layernorm bwd", sNC, 4.0 * nc * 4,
+        [&] { op::layernorm_backward(dev, a4.ptr, a2.ptr, a2.ptr + C, a3.ptr, a1.ptr, w.ptr, mean.ptr, rstd.ptr, N, C); });
+    row("encoder fwd", sNC, 3.0 * nc * 4,
+        [&] { op::encoder_forward(dev, a3.ptr, dtok.ptr, (const int*)nullptr, wte.ptr, wpe.ptr, opt.batch, opt.seq, C, V, opt.seq); });
+    row("crossentropy fwd", sNV, 2.0 * nv * 4, [&] { op::crossentropy_forward(dev, losses.ptr, probs.ptr, logits.ptr, dtok.ptr, N, V); });
+    row("crossentropy bwd", sNV, 3.0 * nv * 4, [&] { op::crossentropy_backward(dev, dlogits.ptr, dl.ptr, probs.ptr, dtok.ptr, N, V); });
+    row("adamw", strfmt("(%lld,)", (long long)P), 7.0 * P * 4,
+        [&] { op::adamw_update(dev, p.ptr, g.ptr, m.ptr, v.ptr, P, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1); });
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Command line (the project's shared parser, engine/cli.h).
 
 struct Subcommand {
@@ -388,6 +553,7 @@ const Subcommand kSubcommands[] = {
     {"gemm", "fp32 GEMM GFLOP/s at 1024^3 and the GPT layer shapes, vs the measured FMA peak", bench_gemm},
     {"model", "train_gpt step time, tokens/s, GFLOP/s vs peak, time per layer kind", bench_model},
     {"cgt", "train_cgt step time, FLOPs per part, GFLOP/s vs the same-width GPT step, time per layer kind", bench_cgt},
+    {"kernels", "bandwidth-bound layers at the model's shapes: GB/s vs the measured copy bandwidth", bench_kernels},
 };
 
 int run_main(int argc, char** argv) {
@@ -400,8 +566,11 @@ int run_main(int argc, char** argv) {
     const int nsub = (int)(sizeof(kSubcommands) / sizeof(kSubcommands[0]));
 
     BenchOptions defaults;
-    Cli cli("bench", "CPU benchmarks: GFLOP/s per kernel beside the machine's measured peak.");
+    Cli cli("bench", "Benchmarks on the CPU or the GPU: GFLOP/s per kernel beside the machine's measured peak, GB/s beside its copy "
+                     "bandwidth, train step time and tokens/s.");
     cli.positionals(usage, 0, nsub);
+    cli.flag("--device", "cpu", "cpu | cuda");
+    cli.flag_switch("--tf32", "cuda: let cuBLAS use TF32 tensor cores in model/cgt/kernels (bench gemm shows both)");
     cli.flag("--threads", "0", "OpenMP threads (0 = the OpenMP default, i.e. all cores)");
     cli.flag("--reps", std::to_string(defaults.reps), "timed runs per measurement; the median is reported");
     cli.flag("--layers", "6", "model: blocks L");
@@ -419,12 +588,21 @@ int run_main(int argc, char** argv) {
     cli.flag("--eta", "0.5", "cgt: main CE weight η (1−η on the aux loss)");
     cli.flag("--wC", "0.08", "cgt: R_C weight");
     cli.flag("--wD", "0.04", "cgt: R_D weight");
-    cli.epilog("subcommands (none given: run them all):\n" + list);
+    cli.preset("gpt2-small", "the GPT-2 small shape: L=12 C=768 NH=12 V=50257 T=1024 B=8 (a GPU job)",
+               {{"--layers", "12"}, {"--width", "768"}, {"--heads", "12"}, {"--vocab", "50257"}, {"--seq", "1024"}, {"--batch", "8"}});
+    cli.epilog("subcommands (none given: run them all):\n" + list +
+               "\nexamples:\n"
+               "  bench gemm model                                   # CPU\n"
+               "  bench --device cuda                                # everything on the GPU\n"
+               "  bench model --device cuda --tf32 --preset gpt2-small  # the GPT-2 small step (compare: tools/bench_gpu.sh)");
     if (!cli.parse(argc, argv)) return 0;  // --help
 
     BenchOptions opt;
     opt.reps = (int)cli.get_int("--reps", 1, 1000000);
     opt.threads = apply_threads(cli);
+    opt.dev = parse_device(cli.get("--device"));
+    require_device(opt.dev);
+    set_tf32(cli.get_bool("--tf32"));
     opt.model.L = (int)cli.get_int("--layers", 1, 1000);
     opt.model.C = (int)cli.get_int("--width", 1, 1 << 16);
     opt.model.NH = (int)cli.get_int("--heads", 1, 1 << 16);

@@ -3,12 +3,17 @@
 //   --model gpt   the baseline GPT's cross-entropy (or MSE) loss
 //   --model cgt   the CGT's full loss η·CE + (1−η)·L_aux + w_C·R_C + w_D·R_D (+ β·KL with --vae), the aux pass at
 //                 fixed positions p_b (drawn once from --seed) and fixed VAE noise (spec/cgt.md §7.12)
+// --compare cpu,cuda instead compares two devices (src/models/compare_devices.h): the same parameters and batch,
+// one forward + backward on the CPU (fp64 reference, or --ref fp32) and one on the GPU (fp32, TF32 off), every
+// activation and gradient side by side. `--compare cpu,cpu` runs the comparison against CPU fp32 (no GPU needed).
+#include <cmath>
 #include <cstdio>
 
 #include "data/arith.h"
 #include "data/linreg.h"
 #include "engine/cli.h"
 #include "models/cgt.h"
+#include "models/compare_devices.h"
 #include "models/fdcheck.h"
 #include "models/gpt.h"
 
@@ -16,22 +21,15 @@ using namespace icl;
 
 namespace {
 
-// Random (not GPT-2 small) parameters, so every path carries a sizeable gradient; LN gains around 1.
-template <typename Model>
-void randomize_params(Model& model, uint64_t seed) {
-    std::vector<double> p(model.s.ptable.total);
-    Rng prng(seed + 11);
-    fill_normal(p.data(), p.size(), prng, 0.0, 0.3);
-    for (size_t i = 0; i < model.s.ptable.size(); i++)
-        if (model.s.ptable.specs[i].init == Init::ones)
-            for (int64_t k = 0; k < model.s.ptable.specs[i].numel(); k++) p[model.s.ptable.offsets[i] + k] += 1.0;
-    model.s.upload(model.s.params, 0, p.data(), p.size());
-}
-
 int run(int argc, char** argv) {
-    Cli cli("gradcheck", "Compare a model's backward pass with fp64 central finite differences, tensor by tensor (tiny config).");
+    Cli cli("gradcheck", "Compare a model's backward pass with fp64 central finite differences, tensor by tensor (tiny config); "
+                         "or, with --compare cpu,cuda, the CPU and the GPU on one forward + backward.");
     cli.flag("--model", "gpt", "model to check: gpt | cgt");
-    cli.flag("--task", "arith", "input/output kind: arith (tokens, cross-entropy) | linreg (vectors, MSE)");
+    cli.flag("--task", "arith", "input/output kind: arith (tokens, cross-entropy) | linreg (vectors, MSE) | random (random tokens, --vocab)");
+    cli.flag("--vocab", "64", "random: vocabulary size");
+    cli.flag("--compare", "", "cpu,cuda: compare every activation and gradient of one step on the two devices instead "
+                              "(cpu,cpu: against CPU fp32); exits 1 if any tensor is over tolerance");
+    cli.flag("--ref", "fp64", "--compare: precision of the CPU reference: fp64 | fp32");
     cli.flag("--layers", "2", "blocks");
     cli.flag("--width", "12", "width C");
     cli.flag("--heads", "3", "heads");
@@ -39,8 +37,8 @@ int run(int argc, char** argv) {
     cli.flag("--seq", "7", "sequence length T (arith: a window of the generated sequence)");
     cli.flag("--seed", "1", "random seed for parameters and data");
     cli.flag("--h", "1e-5", "finite-difference step");
-    cli.flag("--atol", "1e-8", "absolute tolerance");
-    cli.flag("--rtol", "1e-6", "relative tolerance");
+    cli.flag("--atol", "1e-8", "absolute tolerance (--compare: default 1e-5)");
+    cli.flag("--rtol", "1e-6", "relative tolerance (--compare: default 1e-3)");
     cli.flag("--max-per-tensor", "0", "check at most this many elements per tensor (0 = all)");
     cli.flag("--threads", "0", "CPU threads (0 = OpenMP default)");
     cli.flag("--ell", "1", "cgt: dual blocks ℓ (blocks ℓ..L−1 are modulated)");
@@ -58,10 +56,28 @@ int run(int argc, char** argv) {
     if (!cli.parse(argc, argv)) return 0;
     apply_threads(cli);
     const std::string model_kind = cli.get_choice("--model", {"gpt", "cgt"});
-    std::string task = cli.get_choice("--task", {"arith", "linreg"});
-    const int B = (int)cli.get_int("--batch", 1, 64), T = (int)cli.get_int("--seq", 1, 512);
+    std::string task = cli.get_choice("--task", {"arith", "linreg", "random"});
+    const int B = (int)cli.get_int("--batch", 1, 4096), T = (int)cli.get_int("--seq", 1, 1 << 16);
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
-    const double h = cli.get_double("--h", 1e-12, 1), atol = cli.get_double("--atol", 0), rtol = cli.get_double("--rtol", 0);
+    const double h = cli.get_double("--h", 1e-12, 1);
+    // tolerances: the flag when given, else the mode's default (finite differences in fp64 | fp32 vs fp64)
+    const bool comparing = !cli.get("--compare").empty();
+    const double atol = cli.given("--atol") || !comparing ? cli.get_double("--atol", 0) : 1e-5;
+    const double rtol = cli.given("--rtol") || !comparing ? cli.get_double("--rtol", 0) : 1e-3;
+
+    // --compare: two devices instead of finite differences
+    const std::string compare = cli.get("--compare");
+    Device cmp_dev = Device::cpu;
+    bool ref_fp64 = true;
+    if (!compare.empty()) {
+        const size_t comma = compare.find(',');
+        if (comma == std::string::npos || compare.substr(0, comma) != "cpu")
+            fail_usage("--compare: expected cpu,cuda or cpu,cpu (the reference is the CPU), got '" + compare + "'");
+        cmp_dev = parse_device(compare.substr(comma + 1));
+        require_device(cmp_dev);
+        ref_fp64 = cli.get_choice("--ref", {"fp64", "fp32"}) == "fp64";
+        set_tf32(false);  // comparisons always run the GPU's matmuls in full fp32
+    }
 
     GPTConfig cfg;
     cfg.L = (int)cli.get_int("--layers", 1, 64);
@@ -83,6 +99,16 @@ int run(int argc, char** argv) {
                 bt.targets.push_back(full.targets[(size_t)b * full.T + t]);
                 bt.mask.push_back(1.0f + (float)((b + t) % 3));  // non-uniform weights exercise the mask
             }
+    } else if (task == "random") {
+        // uniform random tokens and targets over --vocab ids; every 5th position unscored (mask 0)
+        cfg.V = (int)cli.get_int("--vocab", 1, 1 << 20);
+        bt.B = B;
+        bt.T = T;
+        for (int i = 0; i < B * T; i++) {
+            bt.tokens.push_back((int)rng.below((uint64_t)cfg.V));
+            bt.targets.push_back((int)rng.below((uint64_t)cfg.V));
+            bt.mask.push_back(i % 5 == 4 ? 0.0f : 1.0f + (float)(i % 3));
+        }
     } else {
         LinRegConfig lc{4, 2, (T + 1) / 2, 0.1};
         bt = linreg_batch(lc, B, rng);
@@ -92,14 +118,34 @@ int run(int argc, char** argv) {
         cfg.V = 0;
     }
     cfg.validate();
+    // the random parameters' scale: N(0, 0.3²) at the default width 12, shrunk as 1/√C at larger widths so that
+    // attention logits and activations stay O(1) (a saturated softmax would make the comparison meaningless)
+    const double pstd = 0.3 * std::sqrt(12.0 / std::max(cfg.C, 12));
+    const std::string ref_desc = ref_fp64 ? "CPU fp64" : "CPU fp32";
+    const std::string cmp_desc = cmp_dev == Device::cpu ? "CPU fp32" : device_description(cmp_dev) + ", fp32, TF32 off";
+    // CPU-vs-device: the reference in fp64 (or fp32), the compared model in fp32 on cmp_dev, same parameters
+    auto compare_models = [&](auto make_ref, auto make_cmp) {
+        auto ref = make_ref();
+        auto cmp = make_cmp();
+        return compare_devices(ref, cmp, bt, seed, pstd, atol, rtol);
+    };
     std::vector<TensorDiff> rows;
     std::string title;
     if (model_kind == "gpt") {
-        GPT<double> model(cfg, Device::cpu, seed);
-        randomize_params(model, seed);
-        rows = fd_check_params(model, bt, h, atol, rtol, cli.get_int("--max-per-tensor", 0));
-        title = strfmt("gradcheck: %s on %s, L=%d C=%d NH=%d B=%d T=%d, fp64, analytic backward vs central differences (h=%g)", "gpt",
-                       task.c_str(), cfg.L, cfg.C, cfg.NH, bt.B, bt.T, h);
+        if (!compare.empty()) {
+            auto make_cmp = [&] { return GPT<float>(cfg, cmp_dev, seed); };
+            rows = ref_fp64 ? compare_models([&] { return GPT<double>(cfg, Device::cpu, seed); }, make_cmp)
+                            : compare_models([&] { return GPT<float>(cfg, Device::cpu, seed); }, make_cmp);
+            title = strfmt("gradcheck --compare %s: gpt on %s, L=%d C=%d NH=%d V=%d B=%d T=%d, one forward + backward\n"
+                           "reference: %s   compared: %s   parameters: the same, N(0, %.3g^2)",
+                           compare.c_str(), task.c_str(), cfg.L, cfg.C, cfg.NH, cfg.V, bt.B, bt.T, ref_desc.c_str(), cmp_desc.c_str(), pstd);
+        } else {
+            GPT<double> model(cfg, Device::cpu, seed);
+            randomize_params(model, seed);
+            rows = fd_check_params(model, bt, h, atol, rtol, cli.get_int("--max-per-tensor", 0));
+            title = strfmt("gradcheck: %s on %s, L=%d C=%d NH=%d B=%d T=%d, fp64, analytic backward vs central differences (h=%g)", "gpt",
+                           task.c_str(), cfg.L, cfg.C, cfg.NH, bt.B, bt.T, h);
+        }
     } else {
         CGTConfig cc;
         cc.L = cfg.L; cc.dx = cfg.C; cc.NHx = cfg.NH; cc.V = cfg.V; cc.maxT = cfg.maxT; cc.d_in = cfg.d_in; cc.d_out = cfg.d_out;
@@ -111,28 +157,43 @@ int run(int argc, char** argv) {
         cc.h = cli.get_choice("--mix", {"tanh", "softmax"}) == "tanh" ? MixFn::tanh : MixFn::softmax;
         cc.vae = cli.get_int("--vae", 0, 1) == 1;
         cc.validate();
-        CGT<double> model(cc, Device::cpu, seed);
-        randomize_params(model, seed);
-        model.loss.eta = cli.get_double("--eta", 0, 1);
-        model.loss.horizon = (int)cli.get_int("--horizon", 0, 1 << 20);
-        model.loss.wC = cli.get_double("--wC", 0);
-        model.loss.wD = cli.get_double("--wD", 0);
-        model.loss.beta = cc.vae ? cli.get_double("--beta", 0) : 0.0;
+        CGTLoss loss;
+        loss.eta = cli.get_double("--eta", 0, 1);
+        loss.horizon = (int)cli.get_int("--horizon", 0, 1 << 20);
+        loss.wC = cli.get_double("--wC", 0);
+        loss.wD = cli.get_double("--wD", 0);
+        loss.beta = cc.vae ? cli.get_double("--beta", 0) : 0.0;
         // fixed aux positions p_b ∈ [2, T−1] (or [2, T−Δ]) and fixed VAE noise: the loss is a function of θ alone
-        const int hi = model.loss.horizon > 0 ? bt.T - model.loss.horizon : bt.T - 1;
-        if (cc.has_y() && model.loss.eta < 1.0) {
-            if (hi < 2) fail_usage(strfmt("--seq: T=%d too short for the aux pass with horizon %d (need T - Δ >= 2)", bt.T, model.loss.horizon));
-            std::vector<int> p(bt.B);
-            for (int& pb : p) pb = 2 + (int)rng.below((uint64_t)(hi - 1));
-            model.set_aux_positions(p);
+        const int hi = loss.horizon > 0 ? bt.T - loss.horizon : bt.T - 1;
+        std::vector<int> aux_p;
+        if (cc.has_y() && loss.eta < 1.0) {
+            if (hi < 2) fail_usage(strfmt("--seq: T=%d too short for the aux pass with horizon %d (need T - Δ >= 2)", bt.T, loss.horizon));
+            aux_p.resize(bt.B);
+            for (int& pb : aux_p) pb = 2 + (int)rng.below((uint64_t)(hi - 1));
         }
-        model.hold_random = true;
-        rows = fd_check_params(model, bt, h, atol, rtol, cli.get_int("--max-per-tensor", 0));
-        title = strfmt("gradcheck: cgt on %s, L=%d ell=%d dx=%d dy=%d NHx=%d NHy=%d r=%d M=%d h=%s%s, B=%d T=%d, loss = %g*CE + %g*aux "
-                       "(horizon %d) + %g*R_C + %g*R_D%s, fp64, analytic backward vs central differences (h=%g)",
-                       task.c_str(), cc.L, cc.ell, cc.dx, cc.dy, cc.NHx, cc.NHy, cc.r, cc.M, cc.h == MixFn::tanh ? "tanh" : "softmax",
-                       cc.vae ? " vae" : "", bt.B, bt.T, model.loss.eta, 1 - model.loss.eta, model.loss.horizon, model.loss.wC, model.loss.wD,
-                       cc.vae ? strfmt(" + %g*KL", model.loss.beta).c_str() : "", h);
+        auto setup = [&](auto& model) {
+            model.loss = loss;
+            if (!aux_p.empty()) model.set_aux_positions(aux_p);
+            model.hold_random = true;
+        };
+        const std::string what = strfmt("cgt on %s, L=%d ell=%d dx=%d dy=%d NHx=%d NHy=%d r=%d M=%d h=%s%s, B=%d T=%d, loss = %g*CE + %g*aux "
+                                        "(horizon %d) + %g*R_C + %g*R_D%s",
+                                        task.c_str(), cc.L, cc.ell, cc.dx, cc.dy, cc.NHx, cc.NHy, cc.r, cc.M,
+                                        cc.h == MixFn::tanh ? "tanh" : "softmax", cc.vae ? " vae" : "", bt.B, bt.T, loss.eta, 1 - loss.eta,
+                                        loss.horizon, loss.wC, loss.wD, cc.vae ? strfmt(" + %g*KL", loss.beta).c_str() : "");
+        if (!compare.empty()) {
+            auto make_cmp = [&] { CGT<float> m(cc, cmp_dev, seed); setup(m); return m; };
+            rows = ref_fp64 ? compare_models([&] { CGT<double> m(cc, Device::cpu, seed); setup(m); return m; }, make_cmp)
+                            : compare_models([&] { CGT<float> m(cc, Device::cpu, seed); setup(m); return m; }, make_cmp);
+            title = strfmt("gradcheck --compare %s: %s, one forward + backward\nreference: %s   compared: %s   parameters: the same, N(0, %.3g^2)",
+                           compare.c_str(), what.c_str(), ref_desc.c_str(), cmp_desc.c_str(), pstd);
+        } else {
+            CGT<double> model(cc, Device::cpu, seed);
+            randomize_params(model, seed);
+            setup(model);
+            rows = fd_check_params(model, bt, h, atol, rtol, cli.get_int("--max-per-tensor", 0));
+            title = strfmt("gradcheck: %s, fp64, analytic backward vs central differences (h=%g)", what.c_str(), h);
+        }
     }
     int failed = print_diff_table(stdout, title, rows, atol, rtol);
     return failed ? 1 : 0;

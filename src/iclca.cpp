@@ -613,7 +613,7 @@ int run(int argc, char** argv) {
     apply_threads(cli);
     Device dev = parse_device(cli.get("--device"));
     require_device(dev);
-    if (dev != Device::cpu) fail("iclca: kernel attention has no CUDA kernel yet; use --device cpu");
+    if (dev != Device::cpu) fail("iclca: runs on the CPU only (its experiments use the streaming form, which is CPU-only); use --device cpu");
     const std::string sub = cli.args()[0];
     if (sub == "train") return cmd_train(cli);
     if (sub == "convert") return cmd_convert(cli);

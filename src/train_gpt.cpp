@@ -6,6 +6,7 @@
 #include "data/task.h"
 #include "engine/cli.h"
 #include "engine/run.h"
+#include "models/attn_mod.h"
 #include "models/gpt.h"
 #include "models/trainer.h"
 
@@ -19,6 +20,7 @@ void register_flags(Cli& cli) {
     cli.flag("--layers", "4", "transformer blocks L");
     cli.flag("--width", "128", "model width C");
     cli.flag("--heads", "4", "attention heads (must divide the width)");
+    add_attn_mod_flags(cli);
     add_task_shape_flags(cli);
     add_train_flags(cli);
     cli.flag("--sample", "200", "text: bytes to sample after training (0 = none)");
@@ -41,6 +43,7 @@ void register_flags(Cli& cli) {
         "  train_gpt --preset arith                         # arithmetic ICL baseline\n"
         "  train_gpt --task text --data README.md --steps 200\n"
         "  train_gpt --preset tiny --dump-npy out/dump      # dump one step's tensors as .npy\n"
+        "  train_gpt --preset linreg --attn-mod regularized --attn-alpha 0.1   # modified attention (docs/duallens.md)\n"
         "  train_gpt --load out/train_gpt/X/model.safetensors --steps 100   # continue from a checkpoint");
 }
 
@@ -52,6 +55,7 @@ int run(int argc, char** argv) {
     int threads = apply_threads(cli);
     Device dev = parse_device(cli.get("--device"));
     require_device(dev);
+    set_tf32(cli.get_bool("--tf32"));
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
     const int steps = (int)cli.get_int("--steps", 1, 100000000), B = (int)cli.get_int("--batch", 1, 1 << 20);
 
@@ -65,12 +69,17 @@ int run(int argc, char** argv) {
     cfg.L = (int)cli.get_int("--layers", 1, 1000);
     cfg.C = (int)cli.get_int("--width", 1, 1 << 16);
     cfg.NH = (int)cli.get_int("--heads", 1, 1 << 16);
+    cfg.mod = attn_mods_from_cli(cli);
+    if (cli.has_value("--load"))
+        for (const char* f : attn_mod_flag_names())
+            if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from --load; drop the flag");
     if (cli.has_value("--load")) cfg = checkpoint_config<GPTConfig>(cli, task, "gpt", {"--layers", "--width", "--heads", "--max-T"});
     cfg.validate();
     const int n_sample = (int)cli.get_int("--sample", 0, 1 << 20);
     const double temperature = cli.get_double("--temperature", 0, 100);
     TrainOptions o = train_options_from_cli(cli, "train_gpt", task, steps);
     o.title = "train_gpt " + task.kind + strfmt(" (L=%d C=%d)", cfg.L, cfg.C);
+    if (attn_mods_configured(cfg.mod)) o.title += ", attention " + attn_mods_describe(cfg.mod);
 
     GPT<float> model(cfg, dev, seed);
     if (cli.has_value("--load")) model.s.load(cli.get("--load"));

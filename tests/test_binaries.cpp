@@ -14,32 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_binary.h"
+
 namespace {
 
-struct Result { int code; std::string out, err; };
-
-std::string bin_dir() {
-    const char* d = std::getenv("ICL_BIN_DIR");
-    return d ? d : "";
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-Result run(const std::string& args) {
-    static int k = 0;
-    std::string o = "/tmp/icl_bin_out_" + std::to_string(getpid()) + "_" + std::to_string(k);
-    std::string e = "/tmp/icl_bin_err_" + std::to_string(getpid()) + "_" + std::to_string(k++);
-    int st = std::system((bin_dir() + "/" + args + " >" + o + " 2>" + e + " </dev/null").c_str());
-    Result r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
-    std::remove(o.c_str());
-    std::remove(e.c_str());
-    return r;
-}
+using icl_test::bin_dir;
+using icl_test::Result;
+using icl_test::run;
+using icl_test::slurp;
 
 int lines(const std::string& s) {
     int n = 0;

@@ -233,6 +233,7 @@ std::map<std::string, std::string> Cli::values() const {
 
 void add_common_flags(Cli& cli, const CommonDefaults& d) {
     cli.flag("--device", "cpu", "cpu | cuda");
+    cli.flag_switch("--tf32", "cuda: let the matmuls use TF32 tensor cores (faster, ~1e-3 relative error; default: full fp32)");
     cli.flag("--threads", "0", "CPU threads (0 = OpenMP default, i.e. all cores)");
     cli.flag("--seed", d.seed, "random seed (data and init; same seed + threads => identical CPU results)");
     cli.flag("--steps", d.steps, "training steps");

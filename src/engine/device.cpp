@@ -5,8 +5,15 @@
 #include <cstring>
 
 #include "engine/common.h"
+#ifdef ICL_CUDA
+#include "cuda/layers.h"
+#endif
 
 namespace icl {
+
+static bool g_tf32 = false;
+void set_tf32(bool on) { g_tf32 = on; }
+bool tf32_enabled() { return g_tf32; }
 
 #ifdef ICL_CUDA
 // Implemented in cuda/device.cu.
@@ -17,8 +24,12 @@ void cuda_copy(void* dst, const void* src, size_t bytes, int kind);
 void cuda_sync();
 void cuda_require();
 bool cuda_built() { return true; }
+bool cuda_device_present() { return cuda::device_count() > 0; }
+std::string device_description(Device d) { return d == Device::cpu ? "cpu" : "cuda: " + cuda::device_description(); }
 #else
 bool cuda_built() { return false; }
+bool cuda_device_present() { return false; }
+std::string device_description(Device d) { return d == Device::cpu ? "cpu" : "cuda (built without CUDA)"; }
 [[noreturn]] static void no_cuda() {
     fail("--device cuda: this binary was built without CUDA (build with `make cuda` on a machine with nvcc)", 2);
 }

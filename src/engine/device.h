@@ -15,7 +15,14 @@ inline const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cu
 Device parse_device(const std::string& s);  // "cpu" | "cuda"; bad value -> usage error
 
 bool cuda_built();                    // compiled with nvcc?
+bool cuda_device_present();           // built with CUDA and a GPU is visible (never fails; tests use it to skip)
 void require_device(Device d);        // fails with a clear message if d cannot be used here
+std::string device_description(Device d);  // "cpu" or e.g. "cuda: NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
+
+// --tf32: let the CUDA matmuls use TF32 tensor cores (10-bit mantissa products, fp32 accumulation; ~1e-3
+// relative error). Off by default, and always off in CPU-vs-GPU comparisons. No effect on the CPU.
+void set_tf32(bool on);
+bool tf32_enabled();
 
 void* device_alloc(Device d, size_t bytes);  // zero-filled, 64-byte aligned on the CPU
 void device_free(Device d, void* p);

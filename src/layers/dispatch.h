@@ -16,6 +16,7 @@
 #include "engine/device.h"
 #include "layers/adamw.h"
 #include "layers/attention.h"
+#include "layers/attention_mods.h"
 #include "layers/cgt_ops.h"
 #include "layers/generator.h"
 #include "layers/embedding.h"
@@ -25,6 +26,7 @@
 #include "layers/layernorm.h"
 #include "layers/loss.h"
 #include "layers/matmul.h"
+#include "layers/relu.h"
 #include "layers/residual.h"
 #ifdef ICL_CUDA
 #include "cuda/layers.h"
@@ -139,6 +141,19 @@ void gelu_backward(Device dev, real* dinp, const real* inp, const real* dout, in
     OpTimer timer_("gelu bwd", dev);
     ON_GPU(gelu_backward(dinp, inp, dout, n));
     icl::gelu_backward(dinp, inp, dout, n);
+}
+// ReLU (the OPT-style auxiliary model of TinT, src/layers/relu.h).
+template <typename real>
+void relu_forward(Device dev, real* out, const real* inp, int64_t n) {
+    OpTimer timer_("relu fwd", dev);
+    ON_GPU(relu_forward(out, inp, n));
+    icl::relu_forward(out, inp, n);
+}
+template <typename real>
+void relu_backward(Device dev, real* dinp, const real* inp, const real* dout, int64_t n) {
+    OpTimer timer_("relu bwd", dev);
+    ON_GPU(relu_backward(dinp, inp, dout, n));
+    icl::relu_backward(dinp, inp, dout, n);
 }
 template <typename real>
 void residual_forward(Device dev, real* out, const real* inp1, const real* inp2, int64_t n) {
@@ -326,6 +341,39 @@ void kv_attention_step(Device dev, real* out, real* att, const real* cache, int 
     OpTimer timer_("kv attention step", dev);
     ICL_ASSERT_MSG(dev == Device::cpu, "kv_attention_step: CPU only (no CUDA kernel)");
     icl::kv_attention_step(out, att, cache, n, C, NH);
+}
+// ---- attention modifications of the representation-learning lens (src/layers/attention_mods.h) ----
+// CPU only for now: no CUDA kernel of the variants yet; Device::cuda gets one line (exit 1), not a crash.
+inline void attention_mods_cpu_only(Device dev) {
+    if (dev != Device::cpu) fail("--attn-mod: the attention modifications have no CUDA kernel yet; run with --device cpu");
+}
+template <typename real>
+void attention_mod_forward(Device dev, real* out, real* att, real* scratch, const real* qkv, const real* sim_src, const AttnMods& m,
+                           uint64_t seed, int B, int T, int C, int NH, int Cs) {
+    OpTimer timer_("attention mod fwd", dev);
+    attention_mods_cpu_only(dev);
+    icl::attention_mod_forward(out, att, scratch, qkv, sim_src, m, seed, B, T, C, NH, Cs);
+}
+template <typename real>
+void attention_mod_backward(Device dev, real* dqkv, real* scratch, const real* dout, const real* qkv, const real* att, const real* sim_src,
+                            const AttnMods& m, uint64_t seed, int B, int T, int C, int NH, int Cs) {
+    OpTimer timer_("attention mod bwd", dev);
+    attention_mods_cpu_only(dev);
+    icl::attention_mod_backward(dqkv, scratch, dout, qkv, att, sim_src, m, seed, B, T, C, NH, Cs);
+}
+template <typename real>
+void qkv_adapter_forward(Device dev, real* qkv, real* z, real* u, const real* inp, const real* A, const real* Bw, double c, int slot, int N,
+                         int Cin, int C, int dh) {
+    OpTimer timer_("attention adapter fwd", dev);
+    attention_mods_cpu_only(dev);
+    icl::qkv_adapter_forward(qkv, z, u, inp, A, Bw, c, slot, N, Cin, C, dh);
+}
+template <typename real>
+void qkv_adapter_backward(Device dev, real* dinp, real* dA, real* dB, real* dz, const real* dqkv, const real* inp, const real* z, const real* u,
+                          const real* A, const real* Bw, double c, int slot, int N, int Cin, int C, int dh) {
+    OpTimer timer_("attention adapter bwd", dev);
+    attention_mods_cpu_only(dev);
+    icl::qkv_adapter_backward(dinp, dA, dB, dz, dqkv, inp, z, u, A, Bw, c, slot, N, Cin, C, dh);
 }
 #undef ON_GPU
 #undef ON_GPU_RET

@@ -27,6 +27,17 @@ void block_parameters(TensorTable& t, const std::string& p, const BlockShape& k,
         Z("attn.bkv", {NH, hs, hs}, "ICLCA key-value bias b_KV (NH,m,hs): initial numerator state, rotated frame of position 0");
         Z("attn.bd", {NH, hs}, "ICLCA denominator bias b_D (NH,m): initial denominator state, unrotated");
     }
+    // attention mods, augmented: parallel adapters g(Wx) = Wx + c·B ReLU(A x) on the keys (g2) and values (g1);
+    // B = 0 at init, so training starts at plain attention (spec/duallens.md §4.2, A9)
+    const int64_t Cu = k.in_width(), dh = k.mod.dh;
+    if (k.mod.g2) {
+        W("attn.adk.A", {dh, Cu}, s, "key adapter down projection A_K (d_h,C_in)");
+        t.add({p + "attn.adk.B", {C, dh}, Init::zeros, 0, "key adapter up projection B_K (C,d_h); 0 at init", true});
+    }
+    if (k.mod.g1) {
+        W("attn.adv.A", {dh, Cu}, s, "value adapter down projection A_V (d_h,C_in)");
+        t.add({p + "attn.adv.B", {C, dh}, Init::zeros, 0, "value adapter up projection B_V (C,d_h); 0 at init", true});
+    }
     W("attn.proj.w", {C, C}, sres, "attention output projection (C,C)");
     Z("attn.proj.b", {C}, "attention output bias");
     O("ln2.w", {C}, "MLP layer-norm gain");
@@ -79,6 +90,12 @@ void block_activations(ActTable& t, const std::string& h, int64_t B, int64_t T, 
     t.add(h + "ln1.rstd", {B, T}, ln1 + " 1/std", false);
     mix_activations(t, h, B, T, k, 1);
     t.add(h + "qkv", {B, T, 3 * C}, d.pre + "[q|k|v]", true);
+    for (const char* g : {"adk", "adv"})
+        if (g[2] == 'k' ? k.mod.g2 : k.mod.g1) {
+            const std::string w = g[2] == 'k' ? "key" : "value";
+            t.add(h + g + ".z", {B, T, (int64_t)k.mod.dh}, w + " adapter pre-activation u·Aᵀ", true);
+            t.add(h + g + ".u", {B, T, (int64_t)k.mod.dh}, w + " adapter hidden ReLU(u·Aᵀ)", false);
+        }
     if (k.attn == AttnKind::softmax) {
         t.add(h + "att", {B, NH, T, T}, d.pre + "attention probabilities (causal part valid)", false);
         t.add(h + "atty", {B, T, C}, d.pre + "attention output, heads concatenated", true);
@@ -97,7 +114,7 @@ void block_activations(ActTable& t, const std::string& h, int64_t B, int64_t T, 
     t.add(h + "ln2.rstd", {B, T}, ln2 + " 1/std", false);
     mix_activations(t, h, B, T, k, 2);
     t.add(h + "fch", {B, T, 4 * C}, d.pre + "MLP pre-activation", true);
-    t.add(h + "fch_gelu", {B, T, 4 * C}, d.pre + "GELU(MLP pre-activation)", true);
+    t.add(h + "fch_gelu", {B, T, 4 * C}, d.pre + (k.act == ActKind::relu ? "ReLU" : "GELU") + "(MLP pre-activation)", true);
     t.add(h + "fcproj", {B, T, C}, d.pre + "MLP output", true);
     t.add(h + "res3", {B, T, C}, d.pre + "residual after MLP (block output)", true);
 }
@@ -150,7 +167,17 @@ real* block_forward(ModelState<real>& s, const std::string& h, const std::string
     op::layernorm_forward(dev, A("ln1"), A("ln1.mean"), A("ln1.rstd"), x, P("ln1.w"), P("ln1.b"), N, C);
     const real* u = mix_forward(s, h, p, 1, b);
     op::matmul_forward(dev, A("qkv"), u, P("attn.qkv.w"), P("attn.qkv.b"), N, Cu, 3 * C);
-    if (k.attn == AttnKind::softmax) {
+    ICL_ASSERT_MSG(k.attn == AttnKind::softmax || !k.mod.any(), "attention mods need softmax attention");
+    // augmented: k += c·ReLU(u·A_Kᵀ)·B_Kᵀ (g2), v += c·ReLU(u·A_Vᵀ)·B_Vᵀ (g1)
+    if (k.mod.adapters_active()) {
+        if (k.mod.g2) op::qkv_adapter_forward(dev, A("qkv"), A("adk.z"), A("adk.u"), u, P("attn.adk.A"), P("attn.adk.B"), k.mod.c, 1, N, Cu, C, k.mod.dh);
+        if (k.mod.g1) op::qkv_adapter_forward(dev, A("qkv"), A("adv.z"), A("adv.u"), u, P("attn.adv.A"), P("attn.adv.B"), k.mod.c, 2, N, Cu, C, k.mod.dh);
+    }
+    if (k.attn == AttnKind::softmax && k.mod.attention_active()) {
+        // regularized / negative attention; the lowsim rule's input similarity reads u
+        op::attention_mod_forward(dev, A("atty"), A("att"), b.scratch, A("qkv"), k.mod.needs_sim_src() ? u : nullptr, k.mod, b.mod_seed, b.B,
+                                  b.T, C, k.NH, Cu);
+    } else if (k.attn == AttnKind::softmax) {
         op::attention_forward(dev, A("atty"), A("att"), b.scratch, A("qkv"), b.B, b.T, C, k.NH);
     } else {
         const real* bkv = b.bias ? P("attn.bkv") : nullptr;
@@ -164,7 +191,8 @@ real* block_forward(ModelState<real>& s, const std::string& h, const std::string
     op::layernorm_forward(dev, A("ln2"), A("ln2.mean"), A("ln2.rstd"), A("res2"), P("ln2.w"), P("ln2.b"), N, C);
     u = mix_forward(s, h, p, 2, b);
     op::matmul_forward(dev, A("fch"), u, P("mlp.fc.w"), P("mlp.fc.b"), N, Cu, 4 * C);
-    op::gelu_forward(dev, A("fch_gelu"), A("fch"), (int64_t)N * 4 * C);
+    if (k.act == ActKind::relu) op::relu_forward(dev, A("fch_gelu"), A("fch"), (int64_t)N * 4 * C);
+    else op::gelu_forward(dev, A("fch_gelu"), A("fch"), (int64_t)N * 4 * C);
     op::matmul_forward(dev, A("fcproj"), A("fch_gelu"), P("mlp.proj.w"), P("mlp.proj.b"), N, 4 * C, C);
     op::residual_forward(dev, A("res3"), A("res2"), A("fcproj"), (int64_t)N * C);
     return A("res3");
@@ -184,8 +212,9 @@ void block_backward(ModelState<real>& s, const std::string& h, const std::string
     op::residual_backward(dev, D("res2"), D("fcproj"), D("res3"), (int64_t)N * C);
     // fcproj = fch_gelu·W2ᵀ + b2
     op::matmul_backward(dev, D("fch_gelu"), G("mlp.proj.w"), G("mlp.proj.b"), D("fcproj"), A("fch_gelu"), P("mlp.proj.w"), N, 4 * C, C);
-    // fch_gelu = GELU(fch)
-    op::gelu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C);
+    // fch_gelu = GELU(fch)   (or ReLU(fch))
+    if (k.act == ActKind::relu) op::relu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C);
+    else op::gelu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C);
     // fch = mix(ln2)·W1ᵀ + b1
     op::matmul_backward(dev, D(u2), G("mlp.fc.w"), G("mlp.fc.b"), D("fch"), A(u2), P("mlp.fc.w"), N, Cu, 4 * C);
     mix_backward(s, h, p, 2, b);
@@ -195,7 +224,11 @@ void block_backward(ModelState<real>& s, const std::string& h, const std::string
     op::residual_backward(dev, dx, D("attproj"), D("res2"), (int64_t)N * C);
     // attproj = atty·Woᵀ + bo
     op::matmul_backward(dev, D("atty"), G("attn.proj.w"), G("attn.proj.b"), D("attproj"), A("atty"), P("attn.proj.w"), N, C, C);
-    if (k.attn == AttnKind::softmax) {
+    if (k.attn == AttnKind::softmax && k.mod.attention_active()) {
+        // atty = attention_mod(qkv)
+        op::attention_mod_backward(dev, D("qkv"), b.scratch, D("atty"), A("qkv"), A("att"), k.mod.needs_sim_src() ? A(u1) : nullptr, k.mod,
+                                   b.mod_seed, b.B, b.T, C, k.NH, Cu);
+    } else if (k.attn == AttnKind::softmax) {
         // atty = attention(qkv)
         op::attention_backward(dev, D("qkv"), b.scratch, D("atty"), A("qkv"), A("att"), b.B, b.T, C, k.NH);
     } else {
@@ -204,6 +237,15 @@ void block_backward(ModelState<real>& s, const std::string& h, const std::string
                                       b.scratch, D("atty"), A("atty"), A("phiq"), A("phik"), A("rphiq"), A("rphik"), A("den"), A("qkv"),
                                       b.pos, b.bias ? P("attn.bkv") : (const real*)nullptr, b.bias ? P("attn.bd") : (const real*)nullptr,
                                       b.B, b.T, C, k.NH);
+    }
+    // qkv[v] += c·ReLU(u·A_Vᵀ)·B_Vᵀ ;  qkv[k] += c·ReLU(u·A_Kᵀ)·B_Kᵀ
+    if (k.mod.adapters_active()) {
+        if (k.mod.g1)
+            op::qkv_adapter_backward(dev, D(u1), G("attn.adv.A"), G("attn.adv.B"), D("adv.z"), D("qkv"), A(u1), A("adv.z"), A("adv.u"),
+                                     P("attn.adv.A"), P("attn.adv.B"), k.mod.c, 2, N, Cu, C, k.mod.dh);
+        if (k.mod.g2)
+            op::qkv_adapter_backward(dev, D(u1), G("attn.adk.A"), G("attn.adk.B"), D("adk.z"), D("qkv"), A(u1), A("adk.z"), A("adk.u"),
+                                     P("attn.adk.A"), P("attn.adk.B"), k.mod.c, 1, N, Cu, C, k.mod.dh);
     }
     // qkv = mix(ln1)·Wqkvᵀ + bqkv
     op::matmul_backward(dev, D(u1), G("attn.qkv.w"), G("attn.qkv.b"), D("qkv"), A(u1), P("attn.qkv.w"), N, Cu, 3 * C);

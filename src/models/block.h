@@ -2,6 +2,7 @@
 //
 //   x_mid = x + attn(mix(LN1(x)))·Woᵀ + bo          attn: qkv = u·Wqkvᵀ + bqkv, then causal softmax MHA
 //   x_out = x_mid + GELU(mix(LN2(x_mid))·W1ᵀ + b1)·W2ᵀ + b2       or kernel attention with (b_KV, b_D)
+//                                                                   (ReLU instead of GELU with act = relu)
 //
 // What differs between the models is a few choices, carried by BlockShape:
 //   attn  softmax  op::attention_*          (GPT, CGT)
@@ -10,6 +11,10 @@
 //         none       the projection reads u                                    (GPT, kernel LM, CGT blocks < ℓ)
 //         generator  T^κ(u; y) = u + L(y)R(y)ᵀ[u;1]   (CGT modulated blocks; params gen.{att,mlp}.{S,L,R})
 //         concat     [u_x, u], u_x the x stream's LN output at the same site   (CGT dual blocks, y stream)
+//   mod   the attention modifications of spec/duallens.md §4 (layers/attention_mods.h; softmax attention only):
+//         regularized / negative replace op::attention_* by op::attention_mod_*; augmented adds parallel adapters
+//         qkv[k|v] += c·ReLU(u·Aᵀ)·Bᵀ (params <p>attn.adk.{A,B} keys, attn.adv.{A,B} values; B = 0 at init).
+//         All off (the default) = the block above, bit for bit.
 //
 // Names: activations are "<h>ln1", "<h>qkv", …, "<h>res3" under a prefix h ("h.3.", "aux.h.3.", "h.0.y."),
 // parameters "<p>ln1.w", "<p>attn.qkv.w", … under p ("h.3.", "h.0.y."); the block's output is <h>res3.
@@ -17,23 +22,27 @@
 #pragma once
 #include <string>
 
+#include "layers/attention_mods.h"
 #include "layers/generator.h"
 #include "models/state.h"
 
 namespace icl {
 
 enum class AttnKind { softmax, kernel };
+enum class ActKind { gelu, relu };  // the MLP nonlinearity: GPT-2's tanh-GELU, or OPT's ReLU (TinT's auxiliary model)
 enum class MixKind { none, generator, concat };
 
 // What one block's activation table and its computation depend on, besides the batch shape.
 struct BlockShape {
     int C = 0, NH = 0;                  // width, heads
     AttnKind attn = AttnKind::softmax;
+    ActKind act = ActKind::gelu;        // MLP nonlinearity
     MixKind mix = MixKind::none;
     int M = 0, r = 0, Dy = 0;           // generator: templates, rank, width of the y it reads
     MixFn h = MixFn::tanh;              // generator: mixing nonlinearity
     int Cx = 0;                         // concat: width of the x-stream part (the projections read Cx + C)
     char stream = 'x';                  // the stream's letter, for the activations' docs only
+    AttnMods mod;                       // attention modifications (default: none)
     int in_width() const { return mix == MixKind::concat ? Cx + C : C; }  // what the QKV / FC projections read
 };
 
@@ -56,6 +65,7 @@ struct BlockRun {
     BlockShape k;
     int B = 0, T = 0;
     real* scratch = nullptr;            // attention_scratch_size / kernel_attention_scratch_size(B,T,C,NH)
+    uint64_t mod_seed = 0;              // attention mods, random neighbours: this forward's draw (the same in its backward)
     // kernel attention
     const int* pos = nullptr;           // (B,T) positions, or null: 0..T-1
     bool bias = false;                  // <p>attn.bkv / attn.bd exist

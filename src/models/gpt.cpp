@@ -8,6 +8,7 @@
 
 #include "engine/common.h"
 #include "layers/dispatch.h"
+#include "models/attn_mod.h"
 #include "models/block.h"
 
 namespace icl {
@@ -16,7 +17,10 @@ namespace icl {
 // config
 
 nlohmann::json GPTConfig::to_json() const {
-    return {{"L", L}, {"C", C}, {"NH", NH}, {"V", V}, {"maxT", maxT}, {"d_in", d_in}, {"d_out", d_out}};
+    nlohmann::json j = {{"L", L}, {"C", C}, {"NH", NH}, {"V", V}, {"maxT", maxT}, {"d_in", d_in}, {"d_out", d_out}};
+    if (act != "gelu") j["act"] = act;  // only when not the default: GELU checkpoints keep their exact config
+    if (attn_mods_configured(mod)) j["attn_mod"] = attn_mods_to_json(mod);  // likewise
+    return j;
 }
 
 GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
@@ -26,6 +30,11 @@ GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
         dst = j[k].get<int>();
     };
     get("L", c.L); get("C", c.C); get("NH", c.NH); get("V", c.V); get("maxT", c.maxT); get("d_in", c.d_in); get("d_out", c.d_out);
+    if (j.contains("act")) {
+        if (!j["act"].is_string()) fail("GPT config: 'act' is not a string");
+        c.act = j["act"].get<std::string>();
+    }
+    if (j.contains("attn_mod")) c.mod = attn_mods_from_json(j["attn_mod"]);
     c.validate();
     return c;
 }
@@ -39,6 +48,8 @@ void GPTConfig::validate() const {
     if (d_out < 0) fail_usage("output width must be >= 0");
     if (d_in == 0 && V < 1) fail_usage(strfmt("vocabulary size must be >= 1, got %d", V));
     if (d_in > 0 && d_out == 0) fail_usage("vector-input GPT needs a vector head (d_out > 0): no token table to tie to");
+    if (act != "gelu" && act != "relu") fail_usage("--act: must be gelu or relu, got '" + act + "'");
+    attn_mods_validate(mod);
 }
 
 int64_t GPTConfig::num_params() const { return gpt_parameters(*this).count(); }
@@ -52,6 +63,8 @@ static BlockShape block_shape(const GPTConfig& c) {
     BlockShape k;
     k.C = c.C;
     k.NH = c.NH;
+    k.act = c.act == "relu" ? ActKind::relu : ActKind::gelu;
+    k.mod = c.mod;
     return k;
 }
 
@@ -86,6 +99,8 @@ GPT<real>::GPT(const GPTConfig& c, Device dev, uint64_t seed) : cfg(c) {
     s.ptable = gpt_parameters(cfg);
     s.alloc_params();
     s.init_params(seed);
+    attn_mods_require_cpu(cfg.mod, dev);
+    seed_ = seed;
 }
 
 template <typename real>
@@ -95,6 +110,7 @@ BlockRun<real> GPT<real>::block_run() {
     b.B = B;
     b.T = T;
     b.scratch = scratch_.ptr;
+    b.mod_seed = seed_ * 0x9E3779B97F4A7C15ull + forwards_;  // the random neighbours of this forward (and its backward)
     return b;
 }
 
@@ -133,6 +149,7 @@ double GPT<real>::forward(const Batch& bt) {
         fail(cfg.d_in > 0 ? "this GPT takes vector inputs, the batch has tokens" : "this GPT takes tokens, the batch has vectors");
     if (bt.vector_input() && bt.D != cfg.d_in) fail(strfmt("batch vectors have width %d, the model expects %d", bt.D, cfg.d_in));
     layout(bt.B, bt.T);
+    forwards_++;
     const Device dev = s.dev;
     const int N = B * T, C = cfg.C;
     const size_t nBT = (size_t)N;

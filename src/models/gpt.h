@@ -29,6 +29,8 @@ struct GPTConfig {
     int maxT = 256;   // positions
     int d_in = 0;     // > 0: vector input of this width, zero-padded to C (no token table)
     int d_out = 0;    // > 0: linear read-out head of this width with an MSE loss (instead of the tied LM head)
+    std::string act = "gelu";  // MLP nonlinearity: gelu (GPT-2) | relu (OPT; the TinT auxiliary model, spec/tint.md §9)
+    AttnMods mod;              // attention modifications of every block (spec/duallens.md §4, models/attn_mod.h); none by default
 
     nlohmann::json to_json() const;
     static GPTConfig from_json(const nlohmann::json& j);  // refuses missing/bad fields
@@ -63,6 +65,7 @@ private:
     Buffer<real> d_vectors_, d_target_vecs_, d_dloss_, scratch_;
     std::vector<real> dloss_host_;
     bool has_pos_ = false;
+    uint64_t seed_ = 0, forwards_ = 0;  // attention mods, random neighbours: a fresh draw per forward
 };
 
 }  // namespace icl

@@ -1,0 +1,140 @@
+// attention.cu — causal multi-head softmax self-attention (GPT-2's) on a fused qkv input, forward and
+// backward. CPU reference and exact semantics: src/layers/attention.h.
+//
+//   qkv (B,T,3C) = [q | k | v], each C = NH heads × hs channels. For every (b, h):
+//     preatt = q kᵀ / sqrt(hs)                      (T,T)
+//     att    = softmax over j <= i of preatt[i,j]   (T,T), zeros above the diagonal     saved (B,NH,T,T)
+//     out    = att v                                (T,hs) → out[b, :, h·hs : h·hs+hs]
+//
+// How it runs (llm.c's "materialized attention"): the three T×T products of every (b,h) pair are ONE
+// batched cuBLAS call each (cublasGemmBatchedEx with per-pair pointers straight into qkv/out — no
+// permutation copies), and the causal softmax and its backward are hand-written kernels with one warp per
+// row. The GEMMs compute the full T×T square; the softmax zeroes the upper triangle (the skipped-work
+// blocking of the CPU version is not done here).
+//
+// Scratch: backward needs dL/datt for every pair it processes at once: the backend's own scratch
+// (attn_grad slot), G·NH·T·T floats for a group of G batch rows (G chosen so the group stays <= 1 GiB).
+// The `scratch` argument (sized for CPU threads) is not used.
+#include "cuda/common.cuh"
+#include "cuda/layers.h"
+
+namespace icl::cuda {
+
+// Per-(b,h) operand pointers for the batched GEMMs, one array each (index bh = b·NH + h):
+//   q, k, v: into qkv (row stride 3C);  o: into out / dout (row stride C);  a: att (T,T) slices;
+//   dq, dk, dv: into dqkv;  d: datt scratch slices (index bh − bh0, the group being processed).
+enum { P_Q, P_K, P_V, P_O, P_A, P_DQ, P_DK, P_DV, P_D, P_COUNT };
+
+__global__ void attention_pointers_kernel(const float** p, int BNH, int NH, int T, int C, const float* qkv, const float* o,
+                                          const float* att, const float* dqkv, const float* datt, int bh0) {
+    const int bh = blockIdx.x * blockDim.x + threadIdx.x;
+    if (bh >= BNH) return;
+    const int b = bh / NH, h = bh % NH, hs = C / NH;
+    const size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs;
+    p[P_Q * BNH + bh] = qkv + qoff;
+    p[P_K * BNH + bh] = qkv + qoff + C;
+    p[P_V * BNH + bh] = qkv + qoff + 2 * C;
+    p[P_O * BNH + bh] = o + (size_t)b * T * C + (size_t)h * hs;
+    p[P_A * BNH + bh] = att + (size_t)bh * T * T;
+    p[P_DQ * BNH + bh] = dqkv ? dqkv + qoff : nullptr;
+    p[P_DK * BNH + bh] = dqkv ? dqkv + qoff + C : nullptr;
+    p[P_DV * BNH + bh] = dqkv ? dqkv + qoff + 2 * C : nullptr;
+    p[P_D * BNH + bh] = datt && bh >= bh0 ? datt + (size_t)(bh - bh0) * T * T : nullptr;  // slices of the group from bh0
+}
+
+// In place on preatt rows: row r of (rows, T) is query i = r % T of its (b,h) pair.
+//   att[i, j] = exp(preatt[i,j] − max_{j'<=i}) / Σ_{j'<=i} exp(...)  for j <= i,  0 for j > i.
+// One warp per row; lane l handles j = l, l+32, …
+__global__ void causal_softmax_forward_kernel(float* att, int64_t rows, int T) {
+    const int64_t r = (int64_t)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    const int lane = threadIdx.x % WARP;
+    if (r >= rows) return;
+    const int i = (int)(r % T);
+    float* row = att + r * T;  // (T)
+    float maxv = -INFINITY;
+    for (int j = lane; j <= i; j += WARP) maxv = fmaxf(maxv, row[j]);
+    maxv = warp_max(maxv);
+    float sum = 0.0f;
+    for (int j = lane; j <= i; j += WARP) {
+        const float e = expf(row[j] - maxv);
+        row[j] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    for (int j = lane; j <= i; j += WARP) row[j] *= inv;
+    for (int j = i + 1 + lane; j < T; j += WARP) row[j] = 0.0f;
+}
+
+// In place on datt rows:  att[i,j] = exp(preatt[i,j] - max) / sum
+//   =>  dpreatt[i,j] = att[i,j] · (datt[i,j] − Σ_k att[i,k]·datt[i,k])   (j <= i; 0 above the diagonal)
+__global__ void causal_softmax_backward_kernel(float* datt, const float* att, int64_t rows, int T) {
+    const int64_t r = (int64_t)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    const int lane = threadIdx.x % WARP;
+    if (r >= rows) return;
+    const int i = (int)(r % T);
+    const float* arow = att + r * T;  // (T)
+    float* drow = datt + r * T;       // (T)
+    float dot = 0.0f;
+    for (int j = lane; j <= i; j += WARP) dot += arow[j] * drow[j];
+    dot = warp_sum(dot);
+    for (int j = lane; j <= i; j += WARP) drow[j] = arow[j] * (drow[j] - dot);
+    for (int j = i + 1 + lane; j < T; j += WARP) drow[j] = 0.0f;
+}
+
+static const float** fill_pointers(int B, int NH, int T, int C, const float* qkv, const float* o, const float* att, const float* dqkv,
+                                   const float* datt, int bh0) {
+    const int BNH = B * NH;
+    const float** p = scratch_as<const float*>(Scratch::attn_ptrs, (size_t)P_COUNT * BNH);
+    attention_pointers_kernel<<<blocks(BNH, 128), 128>>>(p, BNH, NH, T, C, qkv, o, att, dqkv, datt, bh0);
+    launchCheck("attention_pointers_kernel");
+    return p;
+}
+
+void attention_forward(float* out, float* att, float* scratch, const float* qkv, int B, int T, int C, int NH) {
+    (void)scratch;
+    ICL_ASSERT(NH > 0 && C % NH == 0);
+    const int hs = C / NH, BNH = B * NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float** p = fill_pointers(B, NH, T, C, qkv, out, att, nullptr, nullptr, 0);
+    float* const* pa = (float* const*)(p + P_A * BNH);
+    // preatt = scale · q @ kᵀ                                    (T,T) per pair
+    gemm_batched(false, true, T, T, hs, scale, p + P_Q * BNH, 3 * C, p + P_K * BNH, 3 * C, 0.0f, pa, T, BNH);
+    // causal, numerically stable softmax of each row over j <= i
+    const int64_t rows = (int64_t)BNH * T;
+    causal_softmax_forward_kernel<<<blocks(rows, 8), 8 * WARP>>>(att, rows, T);
+    launchCheck("causal_softmax_forward_kernel");
+    // out = att @ v                                              (T,hs) per pair, into out (B,T,C)
+    gemm_batched(false, false, T, hs, T, 1.0f, (const float* const*)pa, T, p + P_V * BNH, 3 * C, 0.0f, (float* const*)(p + P_O * BNH), C,
+                 BNH);
+}
+
+// Backward of attention_forward. ACCUMULATES into dqkv.
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int C, int NH) {
+    (void)scratch;
+    ICL_ASSERT(NH > 0 && C % NH == 0);
+    const int hs = C / NH, BNH = B * NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    // batch rows per group: the group's dL/datt (G·NH·T·T floats) stays <= 2^28 floats (1 GiB)
+    const int64_t per_b = (int64_t)NH * T * T;
+    const int G = (int)std::max<int64_t>(1, std::min<int64_t>(B, ((int64_t)1 << 28) / std::max<int64_t>(per_b, 1)));
+    float* datt = scratch_as<float>(Scratch::attn_grad, (size_t)G * per_b);
+    for (int b0 = 0; b0 < B; b0 += G) {
+        const int nb = std::min(G, B - b0), bh0 = b0 * NH, cnt = nb * NH;
+        const float** p = fill_pointers(B, NH, T, C, qkv, dout, att, dqkv, datt, bh0);
+        auto arr = [&](int which) { return p + which * BNH + bh0; };  // this group's slice of one pointer array
+        float* const* pd = (float* const*)(p + P_D * BNH + bh0);
+        // out = att @ v   =>   datt = dout @ vᵀ                                  (T,T) per pair
+        gemm_batched(false, true, T, T, hs, 1.0f, arr(P_O), C, arr(P_V), 3 * C, 0.0f, pd, T, cnt);
+        // out = att @ v   =>   dv += attᵀ @ dout                                 (T,hs) per pair
+        gemm_batched(true, false, T, hs, T, 1.0f, arr(P_A), T, arr(P_O), C, 1.0f, (float* const*)arr(P_DV), 3 * C, cnt);
+        // att = softmax(preatt)   =>   dpreatt = att ⊙ (datt − rowsum(att ⊙ datt)), in place
+        const int64_t rows = (int64_t)cnt * T;
+        causal_softmax_backward_kernel<<<blocks(rows, 8), 8 * WARP>>>(datt, att + (size_t)bh0 * T * T, rows, T);
+        launchCheck("causal_softmax_backward_kernel");
+        // preatt = scale · q @ kᵀ   =>   dq += scale · dpreatt @ k ,   dk += scale · dpreattᵀ @ q
+        gemm_batched(false, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_K), 3 * C, 1.0f, (float* const*)arr(P_DQ), 3 * C, cnt);
+        gemm_batched(true, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_Q), 3 * C, 1.0f, (float* const*)arr(P_DK), 3 * C, cnt);
+    }
+}
+
+}  // namespace icl::cuda

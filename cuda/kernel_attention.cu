@@ -1,0 +1,350 @@
+// kernel_attention.cu — causal multi-head kernel (linearized) attention with RoPE after φ and the two ICLCA
+// bias terms (spec/iclca.md §1.2–1.7), forward, backward and the one-token streaming step.
+// CPU reference, notation and derivation: src/layers/kernel_attention.h. Per (b, h), m = hs, p_t = pos[b,t]:
+//
+//   a_t = φ(q_t), c_t = φ(k_t)                φ(x) = elu(x)+1 = x+1 (x>0), eˣ (x<=0)        saved (B,NH,T,m)
+//   â_t = R_{p_t} a_t, ĉ_t = R_{p_t} c_t      RoPE on adjacent pairs, θ_k = 10000^(−2k/m)     saved (B,NH,T,m)
+//   S_t = b_KV[h] + Σ_{j<=t} ĉ_j v_jᵀ          (m,hs)
+//   z_t = b_D[h]  + Σ_{j<=t} c_j               (m)
+//   den_t = a_t·z_t + eps                                                                     saved (B,NH,T)
+//   out_t = (â_tᵀ S_t) / den_t                 (hs) → out[b, t, h·hs : h·hs+hs]
+//
+// How it runs. The CPU uses a chunked parallel form (small T×T products per chunk); this version is the
+// plainest correct GPU mapping, the RECURRENT form run as a scan: one thread block per (b, h) pair walks the
+// tokens in order and keeps the state. Thread j owns column j of S (m values, in a global scratch slice of the
+// pair — coalesced across j and L2-resident), threads i < m own z_i; â_t, ĉ_t, a_t sit in shared memory for
+// the step. Work is O(T·m·hs) per pair like the CPU's, but sequential in T: fine for the model sizes ICLCA
+// uses; not tuned (a chunked GPU version would be the next step). Backward is the same scan twice:
+//   forward sweep (t ascending):  dâ_t = S_t dnum_t,  da_t = R_{p_t}ᵀ dâ_t + z_t·dden_t,  dq_t += φ'(q_t) da_t
+//   reverse sweep (t descending): U_t = Σ_{t'>=t} â_{t'} dnum_{t'}ᵀ,  w_t = Σ_{t'>=t} a_{t'} dden_{t'}
+//                                 dĉ_t = U_t v_t,  dv_t += U_tᵀ ĉ_t,  dc_t = R_{p_t}ᵀ dĉ_t + w_t,  dk_t += φ'(k_t) dc_t
+//   with dnum_t = g_t/den_t, dden_t = −(g_t·out_t)/den_t; the bias gradients are U_0 and w_0, summed over b in
+//   order by a last small kernel (deterministic).
+// RoPE angles are computed in double and rounded once to float, as on the CPU (rope.h).
+#include "cuda/common.cuh"
+#include "cuda/layers.h"
+
+namespace icl::cuda {
+
+__device__ inline float phi_of(float x) { return x > 0.0f ? x + 1.0f : expf(x); }              // elu(x) + 1
+__device__ inline float dphi_of(float x, float f) { return x > 0.0f ? 1.0f : f; }              // φ'(x), f = φ(x)
+// (cos, sin) of p·θ_k, θ_k = 10000^(−2k/m), in double, rounded to float
+__device__ inline void rope_cs(int p, int k, int m, float* c, float* s) {
+    const double a = (double)p * pow(10000.0, -2.0 * k / (double)m);
+    double sd, cd;
+    sincos(a, &sd, &cd);
+    *c = (float)cd;
+    *s = (float)sd;
+}
+// y_i of y = Rᵀ x (sign −1) for the pair containing i, reading x (m) from shared memory
+__device__ inline float rope_transpose_at(const float* x, int i, int p, int m) {
+    float c, s;
+    rope_cs(p, i / 2, m, &c, &s);
+    // R: y0 = x0 c − x1 s, y1 = x0 s + x1 c   =>   Rᵀ: y0 = x0 c + x1 s, y1 = −x0 s + x1 c
+    return (i % 2 == 0) ? x[i] * c + x[i + 1] * s : -x[i - 1] * s + x[i] * c;
+}
+
+// ---- features: a = φ(q), c = φ(k), â = R a, ĉ = R c --------------------------------------------------------
+// one thread per (b, t, h, pair k): both elements of the pair, for q and for k
+__global__ void kattn_features_kernel(float* phiq, float* phik, float* rphiq, float* rphik, const float* qkv, const int* pos, int B, int T,
+                                      int C, int NH) {
+    const int hs = C / NH, m = hs, half = m / 2;
+    const int64_t total = (int64_t)B * T * NH * half;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int k = (int)(i % half);
+        const int h = (int)((i / half) % NH);
+        const int64_t n = i / ((int64_t)half * NH);  // b·T + t
+        const int b = (int)(n / T), t = (int)(n % T);
+        const int p = pos ? pos[n] : t;
+        float c, s;
+        rope_cs(p, k, m, &c, &s);
+        const size_t o = (((size_t)b * NH + h) * T + t) * m + 2 * k;
+        for (int part = 0; part < 2; part++) {  // q, then k
+            const float* x = qkv + (size_t)n * 3 * C + part * C + h * hs + 2 * k;
+            const float a0 = phi_of(x[0]), a1 = phi_of(x[1]);
+            float* f = part ? phik : phiq;
+            float* rf = part ? rphik : rphiq;
+            f[o] = a0;
+            f[o + 1] = a1;
+            rf[o] = a0 * c - a1 * s;  // y[2k]   = x[2k]·cos − x[2k+1]·sin
+            rf[o + 1] = a0 * s + a1 * c;  // y[2k+1] = x[2k]·sin + x[2k+1]·cos
+        }
+    }
+}
+
+// ---- forward scan: one block per (b,h), thread j = column j of S, threads i < m own z_i -------------------
+// state (B·NH, m·hs + m): the pair's S (z stays in registers). shared: â, ĉ, a (m each) + 32 for block_sum.
+__global__ void kattn_forward_scan_kernel(float* out, float* den, float* state, const float* phiq, const float* phik, const float* rphiq,
+                                          const float* rphik, const float* qkv, const float* bkv, const float* bd, int T, int C, int NH,
+                                          float eps) {
+    extern __shared__ float sh[];
+    const int hs = C / NH, m = hs, bh = blockIdx.x, b = bh / NH, h = bh % NH, j = threadIdx.x;
+    float* ah = sh;           // (m) â_t
+    float* ch = ah + m;       // (m) ĉ_t
+    float* a = ch + m;        // (m) a_t
+    float* red = a + m;       // (32)
+    float* S = state + (size_t)bh * ((size_t)m * hs + m);  // (m,hs), column j owned by thread j
+    // the states start at the biases (the bias is the state before the first token)
+    if (j < hs)
+        for (int i = 0; i < m; i++) S[(size_t)i * hs + j] = bkv ? bkv[((size_t)h * m + i) * hs + j] : 0.0f;
+    float z = (j < m && bd) ? bd[(size_t)h * m + j] : 0.0f;  // z_j (thread j < m)
+    const size_t fo = (size_t)bh * T * m;
+    for (int t = 0; t < T; t++) {
+        float cj = 0.0f;
+        if (j < m) {
+            ah[j] = rphiq[fo + (size_t)t * m + j];
+            ch[j] = rphik[fo + (size_t)t * m + j];
+            a[j] = phiq[fo + (size_t)t * m + j];
+            cj = phik[fo + (size_t)t * m + j];
+        }
+        __syncthreads();
+        // z_t = z_{t−1} + c_t ;  den_t = a_t·z_t + eps
+        float part = 0.0f;
+        if (j < m) {
+            z += cj;
+            part = a[j] * z;
+        }
+        const float d = block_sum(part, red) + eps;
+        const float inv = 1.0f / d;
+        // S_t = S_{t−1} + ĉ_t v_tᵀ  (column j) ;  out_t[j] = Σ_i â_t[i] S_t[i,j] / den_t
+        if (j < hs) {
+            const float vj = qkv[((size_t)b * T + t) * 3 * C + 2 * C + h * hs + j];
+            float acc = 0.0f;
+            for (int i = 0; i < m; i++) {
+                const float sij = S[(size_t)i * hs + j] + ch[i] * vj;
+                S[(size_t)i * hs + j] = sij;
+                acc += ah[i] * sij;
+            }
+            out[((size_t)b * T + t) * C + h * hs + j] = acc * inv;
+        }
+        if (j == 0) den[(size_t)bh * T + t] = d;
+        __syncthreads();  // ah/ch/a are rewritten by the next token
+    }
+}
+
+static int scan_threads(int hs) { return std::max(WARP, ceil_div(hs, WARP) * WARP); }
+
+void kernel_attention_forward(float* out, float* phiq, float* phik, float* rphiq, float* rphik, float* den, float* scratch, const float* qkv,
+                              const int* pos, const float* bkv, const float* bd, int B, int T, int C, int NH, double eps) {
+    (void)scratch;
+    ICL_ASSERT(NH > 0 && C % NH == 0 && (C / NH) % 2 == 0 && C / NH <= 1024);
+    const int hs = C / NH, m = hs;
+    if (B * T == 0) return;
+    kattn_features_kernel<<<grid_for((int64_t)B * T * NH * (m / 2)), 256>>>(phiq, phik, rphiq, rphik, qkv, pos, B, T, C, NH);
+    launchCheck("kattn_features_kernel");
+    float* state = scratch_as<float>(Scratch::kattn_red, (size_t)B * NH * ((size_t)m * hs + m));
+    const size_t shmem = (3 * (size_t)m + 32) * sizeof(float);
+    kattn_forward_scan_kernel<<<B * NH, scan_threads(hs), shmem>>>(out, den, state, phiq, phik, rphiq, rphik, qkv, bkv, bd, T, C, NH,
+                                                                    (float)eps);
+    launchCheck("kattn_forward_scan_kernel");
+}
+
+// ---- backward ------------------------------------------------------------------------------------------
+
+// out_t = num_t / den_t  =>  dden_t = −(g_t·out_t) / den_t          dd (B,NH,T): one warp per (b,h,t)
+__global__ void kattn_dden_kernel(float* dd, const float* dout, const float* out, const float* den, int B, int T, int C, int NH) {
+    const int64_t r = (int64_t)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    const int lane = threadIdx.x % WARP, hs = C / NH;
+    if (r >= (int64_t)B * NH * T) return;
+    const int t = (int)(r % T), h = (int)((r / T) % NH), b = (int)(r / ((int64_t)T * NH));
+    const size_t o = ((size_t)b * T + t) * C + (size_t)h * hs;
+    float s = 0.0f;
+    for (int j = lane; j < hs; j += WARP) s += dout[o + j] * out[o + j];
+    s = warp_sum(s);
+    if (lane == 0) dd[r] = -s / den[r];
+}
+
+// Forward sweep: dâ_t = S_t dnum_t ;  â = R a  =>  da = Rᵀ dâ ;  den_t = a_t·z_t + eps  =>  da += z_t dden_t ;
+// a = φ(q)  =>  dq += φ'(q) da.        One block per (b,h); shared: ĉ (m), dnum (hs), dâ (m), 32.
+__global__ void kattn_backward_forward_sweep_kernel(float* dqkv, float* state, const float* dout, const float* phiq, const float* phik,
+                                                    const float* rphik, const float* den, const float* dd, const float* qkv, const int* pos,
+                                                    const float* bkv, const float* bd, int T, int C, int NH) {
+    extern __shared__ float sh[];
+    const int hs = C / NH, m = hs, bh = blockIdx.x, b = bh / NH, h = bh % NH, j = threadIdx.x;
+    float* ch = sh;           // (m)  ĉ_t
+    float* dnum = ch + m;     // (hs) dnum_t = g_t / den_t
+    float* X = dnum + hs;     // (m)  dâ_t
+    float* S = state + (size_t)bh * ((size_t)m * hs + m);  // (m,hs)
+    if (j < hs)
+        for (int i = 0; i < m; i++) S[(size_t)i * hs + j] = bkv ? bkv[((size_t)h * m + i) * hs + j] : 0.0f;
+    float z = (j < m && bd) ? bd[(size_t)h * m + j] : 0.0f;
+    const size_t fo = (size_t)bh * T * m;
+    for (int t = 0; t < T; t++) {
+        const size_t row = (size_t)b * T + t;
+        const float dn_t = den[(size_t)bh * T + t], dd_t = dd[(size_t)bh * T + t];
+        if (j < m) ch[j] = rphik[fo + (size_t)t * m + j];
+        if (j < hs) dnum[j] = dout[row * C + (size_t)h * hs + j] / dn_t;
+        __syncthreads();
+        // S_t = S_{t−1} + ĉ_t v_tᵀ  (column j)
+        if (j < hs) {
+            const float vj = qkv[row * 3 * C + 2 * C + (size_t)h * hs + j];
+            for (int i = 0; i < m; i++) S[(size_t)i * hs + j] += ch[i] * vj;
+        }
+        __syncthreads();  // row i of S_t is read by thread i below
+        // num_t = â_tᵀ S_t  =>  dâ_t[i] = Σ_j S_t[i,j] dnum_t[j]
+        if (j < m) {
+            float x = 0.0f;
+            for (int jj = 0; jj < hs; jj++) x += S[(size_t)j * hs + jj] * dnum[jj];
+            X[j] = x;
+        }
+        __syncthreads();
+        if (j < m) {
+            const int p = pos ? pos[row] : t;
+            float da = rope_transpose_at(X, j, p, m);  // â = R a  =>  da = Rᵀ dâ
+            z += phik[fo + (size_t)t * m + j];         // z_t = z_{t−1} + c_t
+            da += z * dd_t;                            // den_t = a_t·z_t + eps  =>  da += z_t dden_t
+            const float qv = qkv[row * 3 * C + (size_t)h * hs + j];
+            dqkv[row * 3 * C + (size_t)h * hs + j] += dphi_of(qv, phiq[fo + (size_t)t * m + j]) * da;  // a = φ(q)
+        }
+        __syncthreads();  // shared arrays are rewritten by the next token
+    }
+}
+
+// Reverse sweep: U_t = U_{t+1} + â_t dnum_tᵀ, w_t = w_{t+1} + a_t dden_t;  dv_t += U_tᵀ ĉ_t;  dĉ_t = U_t v_t;
+// dc_t = Rᵀ dĉ_t + w_t;  dk_t += φ'(k_t) dc_t.  Leaves U_0 (m,hs) and w_0 (m) in the pair's state slice.
+// One block per (b,h); shared: â (m), ĉ (m), dnum (hs), v (hs), dĉ (m).
+__global__ void kattn_backward_reverse_sweep_kernel(float* dqkv, float* state, const float* dout, const float* phiq, const float* phik,
+                                                    const float* rphiq, const float* rphik, const float* den, const float* dd,
+                                                    const float* qkv, const int* pos, int T, int C, int NH) {
+    extern __shared__ float sh[];
+    const int hs = C / NH, m = hs, bh = blockIdx.x, b = bh / NH, h = bh % NH, j = threadIdx.x;
+    float* ah = sh;           // (m)
+    float* ch = ah + m;       // (m)
+    float* dnum = ch + m;     // (hs)
+    float* v = dnum + hs;     // (hs)
+    float* X = v + hs;        // (m)  dĉ_t
+    float* U = state + (size_t)bh * ((size_t)m * hs + m);  // (m,hs)
+    float* wout = U + (size_t)m * hs;                       // (m)
+    if (j < hs)
+        for (int i = 0; i < m; i++) U[(size_t)i * hs + j] = 0.0f;
+    float w = 0.0f;
+    const size_t fo = (size_t)bh * T * m;
+    for (int t = T - 1; t >= 0; t--) {
+        const size_t row = (size_t)b * T + t;
+        const float dn_t = den[(size_t)bh * T + t], dd_t = dd[(size_t)bh * T + t];
+        if (j < m) {
+            ah[j] = rphiq[fo + (size_t)t * m + j];
+            ch[j] = rphik[fo + (size_t)t * m + j];
+        }
+        if (j < hs) {
+            dnum[j] = dout[row * C + (size_t)h * hs + j] / dn_t;
+            v[j] = qkv[row * 3 * C + 2 * C + (size_t)h * hs + j];
+        }
+        __syncthreads();
+        // U_t = U_{t+1} + â_t dnum_tᵀ (column j);  S_t = b + Σ_{j'<=t} ĉ_j' v_j'ᵀ  =>  dv_t = U_tᵀ ĉ_t
+        if (j < hs) {
+            float acc = 0.0f;
+            for (int i = 0; i < m; i++) {
+                const float u = U[(size_t)i * hs + j] + ah[i] * dnum[j];
+                U[(size_t)i * hs + j] = u;
+                acc += u * ch[i];
+            }
+            dqkv[row * 3 * C + 2 * C + (size_t)h * hs + j] += acc;
+        }
+        __syncthreads();
+        // dĉ_t[i] = Σ_j U_t[i,j] v_t[j]
+        if (j < m) {
+            float x = 0.0f;
+            for (int jj = 0; jj < hs; jj++) x += U[(size_t)j * hs + jj] * v[jj];
+            X[j] = x;
+        }
+        __syncthreads();
+        if (j < m) {
+            const int p = pos ? pos[row] : t;
+            w += phiq[fo + (size_t)t * m + j] * dd_t;  // z_t = b_D + Σ_{j'<=t} c_j'  =>  dc_t += Σ_{t'>=t} a_t' dden_t' = w_t
+            const float dc = rope_transpose_at(X, j, p, m) + w;  // ĉ = R c  =>  dc += Rᵀ dĉ
+            const float kv = qkv[row * 3 * C + C + (size_t)h * hs + j];
+            dqkv[row * 3 * C + C + (size_t)h * hs + j] += dphi_of(kv, phik[fo + (size_t)t * m + j]) * dc;  // c = φ(k)
+        }
+        __syncthreads();
+    }
+    if (j < m) wout[j] = w;
+}
+
+// S_t starts at b_KV, z_t at b_D  =>  dbkv[h] += Σ_b U_0[b,h],  dbd[h] += Σ_b w_0[b,h]   (b in order)
+// one thread per element of (NH, m·hs + m)
+__global__ void kattn_bias_grad_kernel(float* dbkv, float* dbd, const float* state, int B, int NH, int m, int hs) {
+    const int per = m * hs + m;
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (int64_t)NH * per) return;
+    const int h = (int)(e / per), k = (int)(e % per);
+    float s = 0.0f;
+    for (int b = 0; b < B; b++) s += state[((size_t)b * NH + h) * per + k];
+    if (k < m * hs) { if (dbkv) dbkv[(size_t)h * m * hs + k] += s; }
+    else if (dbd) dbd[(size_t)h * m + (k - m * hs)] += s;
+}
+
+void kernel_attention_backward(float* dqkv, float* dbkv, float* dbd, float* scratch, const float* dout, const float* out, const float* phiq,
+                               const float* phik, const float* rphiq, const float* rphik, const float* den, const float* qkv, const int* pos,
+                               const float* bkv, const float* bd, int B, int T, int C, int NH) {
+    (void)scratch;
+    ICL_ASSERT(NH > 0 && C % NH == 0 && (C / NH) % 2 == 0 && C / NH <= 1024);
+    const int hs = C / NH, m = hs;
+    if (B * T == 0) return;
+    float* dd = scratch_as<float>(Scratch::kattn_dd, (size_t)B * NH * T);
+    float* state = scratch_as<float>(Scratch::kattn_red, (size_t)B * NH * ((size_t)m * hs + m));
+    const int64_t rows = (int64_t)B * NH * T;
+    kattn_dden_kernel<<<blocks(rows, 8), 8 * WARP>>>(dd, dout, out, den, B, T, C, NH);
+    launchCheck("kattn_dden_kernel");
+    kattn_backward_forward_sweep_kernel<<<B * NH, scan_threads(hs), (2 * (size_t)m + hs) * sizeof(float)>>>(
+        dqkv, state, dout, phiq, phik, rphik, den, dd, qkv, pos, bkv, bd, T, C, NH);
+    launchCheck("kattn_backward_forward_sweep_kernel");
+    kattn_backward_reverse_sweep_kernel<<<B * NH, scan_threads(hs), (3 * (size_t)m + 2 * hs) * sizeof(float)>>>(
+        dqkv, state, dout, phiq, phik, rphiq, rphik, den, dd, qkv, pos, T, C, NH);
+    launchCheck("kattn_backward_reverse_sweep_kernel");
+    if (dbkv || dbd) {
+        kattn_bias_grad_kernel<<<blocks((int64_t)NH * (m * hs + m), 256), 256>>>(dbkv, dbd, state, B, NH, m, hs);
+        launchCheck("kattn_bias_grad_kernel");
+    }
+}
+
+// ---- streaming step: one token, explicit state (S, z) updated in place ---------------------------------------
+//   S_h += ĉ vᵀ,  z_h += c,  out_h = (âᵀ S_h) / (aᵀ z_h + eps)          one block per head, thread j = column j
+__global__ void kattn_step_kernel(float* out, float* S, float* z, const float* qkv, int pos, int C, int NH, float eps) {
+    extern __shared__ float sh[];
+    const int hs = C / NH, m = hs, h = blockIdx.x, j = threadIdx.x;
+    float* f = sh;          // (m) φ(q), then φ(k) pair partner reads
+    float* g = f + m;       // (m) φ(k)
+    float* ah = g + m;      // (m)
+    float* ch = ah + m;     // (m)
+    float* red = ch + m;    // (32)
+    const float* q = qkv + (size_t)h * hs;
+    if (j < m) {
+        f[j] = phi_of(q[j]);
+        g[j] = phi_of(q[C + j]);
+    }
+    __syncthreads();
+    if (j < m) {
+        float c, s;
+        rope_cs(pos, j / 2, m, &c, &s);
+        ah[j] = (j % 2 == 0) ? f[j] * c - f[j + 1] * s : f[j - 1] * s + f[j] * c;
+        ch[j] = (j % 2 == 0) ? g[j] * c - g[j + 1] * s : g[j - 1] * s + g[j] * c;
+    }
+    float part = 0.0f;
+    if (j < m) {
+        const float zj = z[(size_t)h * m + j] + g[j];
+        z[(size_t)h * m + j] = zj;
+        part = f[j] * zj;
+    }
+    const float d = block_sum(part, red) + eps;  // (its __syncthreads also publishes ah/ch)
+    if (j < hs) {
+        const float vj = q[2 * C + j];
+        float* Sh = S + (size_t)h * m * hs;
+        float acc = 0.0f;
+        for (int i = 0; i < m; i++) {
+            const float sij = Sh[(size_t)i * hs + j] + ch[i] * vj;
+            Sh[(size_t)i * hs + j] = sij;
+            acc += ah[i] * sij;
+        }
+        out[(size_t)h * hs + j] = acc / d;
+    }
+}
+
+void kernel_attention_step(float* out, float* S, float* z, const float* qkv, int pos, int C, int NH, double eps) {
+    ICL_ASSERT(NH > 0 && C % NH == 0 && (C / NH) % 2 == 0 && C / NH <= 1024);
+    const int m = C / NH;
+    kattn_step_kernel<<<NH, scan_threads(m), (4 * (size_t)m + 32) * sizeof(float)>>>(out, S, z, qkv, pos, C, NH, (float)eps);
+    launchCheck("kattn_step_kernel");
+}
+
+}  // namespace icl::cuda

@@ -1,0 +1,772 @@
+// The CUDA backend against the CPU reference (DESIGN.md "Tests": every CUDA kernel on fresh random inputs,
+// outputs poisoned first), the whole GPT/CGT/kernel LM on both devices, checkpoints across devices — plus
+// the device-comparison machinery itself (compare_devices.h, npydiff), which runs on the CPU.
+//
+// Without a GPU (or in a build without CUDA) every GPU test case says why in a MESSAGE and returns: it counts
+// as passed, and `make test` stays green. Run them on a GPU with `make test-cuda` (or build-cuda/test_icl -ts=cuda).
+//
+// How each kernel is checked: inputs are random (never zeros), rounded to float so both sides see the same
+// numbers; the CPU reference runs the layer template in fp64 on them; the GPU runs the fp32 kernel through the
+// same op:: dispatch the models use. Outputs that a kernel SETS start as NaN on the GPU (an element it forgets
+// stays NaN and fails); gradients that a kernel ACCUMULATES into start from the same random values on both sides
+// (so "=" instead of "+=" fails too). Backward passes get the CPU forward's saved tensors as inputs, so a
+// backward error is not confused with a forward one.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/arith.h"
+#include "engine/checkpoint.h"
+#include "engine/compare.h"
+#include "engine/device.h"
+#include "engine/npy.h"
+#include "engine/npydiff.h"
+#include "engine/rng.h"
+#include "layers/dispatch.h"
+#include "models/cgt.h"
+#include "models/compare_devices.h"
+#include "models/gpt.h"
+#include "models/kernel_lm.h"
+#include "run_binary.h"
+
+using namespace icl;
+
+namespace {
+
+// ---- skipping ------------------------------------------------------------------------------------------
+
+bool gpu_or_skip_message() {
+    if (cuda_device_present()) return true;
+    const std::string why = cuda_built() ? "skipped: no CUDA device on this machine (the CUDA tests need a GPU)"
+                                         : "skipped: built without CUDA (run `make test-cuda` on a machine with nvcc and a GPU)";
+    MESSAGE(why);
+    return false;
+}
+#define REQUIRE_GPU_OR_SKIP() \
+    do { if (!gpu_or_skip_message()) return; } while (0)
+
+// ---- host data and device copies --------------------------------------------------------------------------
+
+constexpr Device GPU = Device::cuda;
+using Vec = std::vector<double>;
+
+// n random values in [lo, hi), rounded through float (the GPU's inputs are exactly these numbers)
+Vec rnd(size_t n, Rng& r, double lo = -1.0, double hi = 1.0) {
+    Vec v(n);
+    for (auto& x : v) x = (double)(float)r.uniform(lo, hi);
+    return v;
+}
+Vec f32(const Vec& v) {  // round to float and back
+    Vec r(v.size());
+    for (size_t i = 0; i < v.size(); i++) r[i] = (double)(float)v[i];
+    return r;
+}
+Buffer<float> up(const Vec& h) {
+    std::vector<float> f(h.begin(), h.end());
+    Buffer<float> b(GPU, std::max<size_t>(f.size(), 1));
+    device_copy(GPU, b.ptr, f.data(), f.size() * sizeof(float), Copy::host_to_device);
+    return b;
+}
+Buffer<int> up(const std::vector<int>& h) {
+    Buffer<int> b(GPU, std::max<size_t>(h.size(), 1));
+    device_copy(GPU, b.ptr, h.data(), h.size() * sizeof(int), Copy::host_to_device);
+    return b;
+}
+Buffer<float> poisoned(size_t n) { return up(Vec(n, NAN)); }  // an output the kernel must overwrite entirely
+Vec down(const Buffer<float>& b, size_t n) {
+    std::vector<float> f(n);
+    device_copy(GPU, f.data(), b.ptr, n * sizeof(float), Copy::device_to_host);
+    return Vec(f.begin(), f.end());
+}
+
+// GPU result `got` against the fp64 reference `ref`, element by element (engine/compare.h's criterion).
+void check_close(const std::string& name, const Vec& ref, const Vec& got, double atol = 1e-5, double rtol = 1e-4) {
+    REQUIRE(ref.size() == got.size());
+    TensorDiff d = compare_tensor(name, "", Shape{(int64_t)ref.size()}, ref.data(), got.data(), atol, rtol);
+    INFO(name << ": max |d| = " << d.max_abs << ", max d/tol = " << d.max_scaled << ", non-finite = " << d.nonfinite << ", worst at "
+              << d.worst << " (ref " << d.worst_ref << ", got " << d.worst_got << ")");
+    CHECK(d.pass);
+}
+
+// ---- binaries (for the gradcheck/npydiff command-line tests): tests/run_binary.h ----------------------------
+
+using icl_test::bin_dir;
+using Run = icl_test::Result;
+Run run_bin(const std::string& args) { return icl_test::run(args); }
+
+std::string tmpdir() {
+    char tmpl[] = "/tmp/icl_cuda_XXXXXX";
+    return mkdtemp(tmpl);
+}
+
+// A (B,T) window of arithmetic sequences with a non-uniform mask (zeros included).
+Batch arith_window(int B, int T, uint64_t seed) {
+    Rng rng(seed);
+    Batch full = arith_batch(ArithConfig{}, B, rng), bt;
+    bt.B = B;
+    bt.T = T;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            bt.tokens.push_back(full.tokens[(size_t)b * full.T + t]);
+            bt.targets.push_back(full.targets[(size_t)b * full.T + t]);
+            bt.mask.push_back(t % 5 == 4 ? 0.0f : 1.0f + 0.5f * (float)((b + t) % 3));
+        }
+    return bt;
+}
+
+// The random parameters' scale for width C: 0.3 at C = 12, shrinking as 1/√C (gradcheck --compare's choice).
+double param_std(int C) { return 0.3 * std::sqrt(12.0 / std::max(C, 12)); }
+
+// Every row of a device comparison within tolerance (the table is printed on failure).
+void check_rows(const std::vector<TensorDiff>& rows, double atol, double rtol) {
+    int failed = 0;
+    for (auto& r : rows) failed += !r.pass;
+    if (failed) print_diff_table(stdout, "failing comparison", rows, atol, rtol);
+    CHECK(failed == 0);
+    CHECK(rows.size() > 3);
+}
+
+}  // namespace
+
+TEST_SUITE("cuda") {
+
+// ================================ per-kernel checks (need a GPU) ================================
+
+TEST_CASE("cuda kernels: encoder and vector embedding, forward and backward") {
+    REQUIRE_GPU_OR_SKIP();
+    const int B = 3, T = 37, C = 45, V = 29, maxT = 50, D = 7;
+    const int N = B * T;
+    Rng r(101);
+    std::vector<int> tok(N), pos(N);
+    for (int n = 0; n < N; n++) { tok[n] = (int)r.below(V); pos[n] = (int)r.below(maxT); }
+    const Vec wte = rnd((size_t)V * C, r), wpe = rnd((size_t)maxT * C, r), dout = rnd((size_t)N * C, r);
+    const Vec x = rnd((size_t)N * D, r);
+    auto dtok = up(tok), dpos = up(pos);
+    auto dwte_ = up(wte), dwpe_ = up(wpe), ddout = up(dout), dx = up(x);
+    for (int explicit_pos = 0; explicit_pos < 2; explicit_pos++) {
+        CAPTURE(explicit_pos);
+        const int* hp = explicit_pos ? pos.data() : nullptr;
+        const int* gp = explicit_pos ? dpos.ptr : nullptr;
+        // forward
+        Vec out((size_t)N * C);
+        icl::encoder_forward(out.data(), tok.data(), hp, wte.data(), wpe.data(), B, T, C, V, maxT);
+        auto gout = poisoned((size_t)N * C);
+        op::encoder_forward(GPU, gout.ptr, dtok.ptr, gp, dwte_.ptr, dwpe_.ptr, B, T, C, V, maxT);
+        check_close("encoder_forward out", out, down(gout, out.size()));
+        // backward: accumulates into random tables
+        Vec g_wte = rnd(wte.size(), r), g_wpe = rnd(wpe.size(), r);
+        auto gg_wte = up(g_wte), gg_wpe = up(g_wpe);
+        icl::encoder_backward(g_wte.data(), g_wpe.data(), dout.data(), tok.data(), hp, B, T, C, V, maxT);
+        op::encoder_backward(GPU, gg_wte.ptr, gg_wpe.ptr, ddout.ptr, dtok.ptr, gp, B, T, C, V, maxT);
+        check_close("encoder_backward dwte", g_wte, down(gg_wte, g_wte.size()));
+        check_close("encoder_backward dwpe", g_wpe, down(gg_wpe, g_wpe.size()));
+        // vector inputs
+        icl::vector_embed_forward(out.data(), x.data(), hp, wpe.data(), B, T, C, D, maxT);
+        auto vout = poisoned((size_t)N * C);
+        op::vector_embed_forward(GPU, vout.ptr, dx.ptr, gp, dwpe_.ptr, B, T, C, D, maxT);
+        check_close("vector_embed_forward out", out, down(vout, out.size()));
+        Vec g2 = rnd(wpe.size(), r);
+        auto gg2 = up(g2);
+        icl::vector_embed_backward(g2.data(), dout.data(), hp, B, T, C, maxT);
+        op::vector_embed_backward(GPU, gg2.ptr, ddout.ptr, gp, B, T, C, maxT);
+        check_close("vector_embed_backward dwpe", g2, down(gg2, g2.size()));
+    }
+}
+
+TEST_CASE("cuda kernels: matmul (cuBLAS, TF32 off) forward and backward") {
+    REQUIRE_GPU_OR_SKIP();
+    set_tf32(false);
+    const int N = 37, C = 45, OC = 29;
+    Rng r(202);
+    const Vec inp = rnd((size_t)N * C, r), w = rnd((size_t)OC * C, r), bias = rnd(OC, r), dout = rnd((size_t)N * OC, r);
+    auto ginp = up(inp), gw = up(w), gb = up(bias), gdout = up(dout);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        CAPTURE(with_bias);
+        Vec out((size_t)N * OC);
+        icl::matmul_forward(out.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, C, OC);
+        auto gout = poisoned(out.size());
+        op::matmul_forward(GPU, gout.ptr, ginp.ptr, gw.ptr, with_bias ? gb.ptr : nullptr, N, C, OC);
+        check_close("matmul_forward out", out, down(gout, out.size()));
+    }
+    Vec dinp = rnd(inp.size(), r), dw = rnd(w.size(), r), db = rnd(bias.size(), r);
+    auto gdinp = up(dinp), gdw = up(dw), gdb = up(db);
+    icl::matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
+    op::matmul_backward(GPU, gdinp.ptr, gdw.ptr, gdb.ptr, gdout.ptr, ginp.ptr, gw.ptr, N, C, OC);
+    check_close("matmul_backward dinp", dinp, down(gdinp, dinp.size()));
+    check_close("matmul_backward dweight", dw, down(gdw, dw.size()));
+    check_close("matmul_backward dbias", db, down(gdb, db.size()));
+    // nullptr gradients are skipped (only dweight here)
+    Vec dw2 = rnd(w.size(), r);
+    auto gdw2 = up(dw2);
+    icl::matmul_backward<double>(nullptr, dw2.data(), nullptr, dout.data(), inp.data(), w.data(), N, C, OC);
+    op::matmul_backward<float>(GPU, nullptr, gdw2.ptr, nullptr, gdout.ptr, ginp.ptr, gw.ptr, N, C, OC);
+    check_close("matmul_backward dweight only", dw2, down(gdw2, dw2.size()));
+}
+
+TEST_CASE("cuda kernels: layernorm forward and backward") {
+    REQUIRE_GPU_OR_SKIP();
+    const int N = 37, C = 77;
+    Rng r(303);
+    Vec inp = rnd((size_t)N * C, r, -2, 3);  // a non-zero mean per row
+    const Vec w = rnd(C, r, 0.5, 1.5), b = rnd(C, r), dout = rnd((size_t)N * C, r);
+    Vec out((size_t)N * C), mean(N), rstd(N);
+    icl::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+    auto ginp = up(inp), gw = up(w), gb = up(b), gdout = up(dout);
+    auto gout = poisoned(out.size()), gmean = poisoned(N), grstd = poisoned(N);
+    op::layernorm_forward(GPU, gout.ptr, gmean.ptr, grstd.ptr, ginp.ptr, gw.ptr, gb.ptr, N, C);
+    check_close("layernorm_forward out", out, down(gout, out.size()));
+    check_close("layernorm_forward mean", mean, down(gmean, N));
+    check_close("layernorm_forward rstd", rstd, down(grstd, N));
+    // backward from the CPU's saved mean/rstd (rounded to float)
+    const Vec mean32 = f32(mean), rstd32 = f32(rstd);
+    auto smean = up(mean32), srstd = up(rstd32);
+    Vec dinp = rnd(inp.size(), r), dw = rnd(C, r), db = rnd(C, r);
+    auto gdinp = up(dinp), gdw = up(dw), gdb = up(db);
+    icl::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean32.data(), rstd32.data(), N, C);
+    op::layernorm_backward(GPU, gdinp.ptr, gdw.ptr, gdb.ptr, gdout.ptr, ginp.ptr, gw.ptr, smean.ptr, srstd.ptr, N, C);
+    check_close("layernorm_backward dinp", dinp, down(gdinp, dinp.size()));
+    check_close("layernorm_backward dweight", dw, down(gdw, C));
+    check_close("layernorm_backward dbias", db, down(gdb, C));
+}
+
+TEST_CASE("cuda kernels: GELU, ReLU and residual, forward and backward") {
+    REQUIRE_GPU_OR_SKIP();
+    const int64_t n = 3001;
+    Rng r(404);
+    const Vec x = rnd(n, r, -4, 4), y = rnd(n, r), dout = rnd(n, r);
+    auto gx = up(x), gy = up(y), gdout = up(dout);
+    Vec out(n);
+    icl::gelu_forward(out.data(), x.data(), (size_t)n);
+    auto gout = poisoned(n);
+    op::gelu_forward(GPU, gout.ptr, gx.ptr, n);
+    check_close("gelu_forward", out, down(gout, n));
+    Vec dinp = rnd(n, r);
+    auto gdinp = up(dinp);
+    icl::gelu_backward(dinp.data(), x.data(), dout.data(), (size_t)n);
+    op::gelu_backward(GPU, gdinp.ptr, gx.ptr, gdout.ptr, n);
+    check_close("gelu_backward", dinp, down(gdinp, n));
+    icl::relu_forward(out.data(), x.data(), (size_t)n);
+    auto rlout = poisoned(n);
+    op::relu_forward(GPU, rlout.ptr, gx.ptr, n);
+    check_close("relu_forward", out, down(rlout, n), 0, 0);
+    Vec drl = rnd(n, r);
+    auto gdrl = up(drl);
+    icl::relu_backward(drl.data(), x.data(), dout.data(), (size_t)n);
+    op::relu_backward(GPU, gdrl.ptr, gx.ptr, gdout.ptr, n);
+    check_close("relu_backward", drl, down(gdrl, n));  // the += rounds in float
+    icl::residual_forward(out.data(), x.data(), y.data(), (size_t)n);
+    auto rout = poisoned(n);
+    op::residual_forward(GPU, rout.ptr, gx.ptr, gy.ptr, n);
+    check_close("residual_forward", out, down(rout, n));
+    Vec d1 = rnd(n, r), d2 = rnd(n, r);
+    auto g1 = up(d1), g2 = up(d2);
+    icl::residual_backward(d1.data(), d2.data(), dout.data(), (size_t)n);
+    op::residual_backward(GPU, g1.ptr, g2.ptr, gdout.ptr, n);
+    check_close("residual_backward dinp1", d1, down(g1, n));
+    check_close("residual_backward dinp2", d2, down(g2, n));
+}
+
+TEST_CASE("cuda kernels: causal softmax attention forward and backward") {
+    REQUIRE_GPU_OR_SKIP();
+    set_tf32(false);
+    struct Shape4 { int B, T, C, NH; };
+    for (Shape4 s : {Shape4{2, 37, 48, 3}, Shape4{3, 70, 40, 2}, Shape4{1, 5, 12, 4}}) {
+        const int B = s.B, T = s.T, C = s.C, NH = s.NH;
+        CAPTURE(T);
+        Rng r(505 + T);
+        const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.5, 1.5), dout = rnd((size_t)B * T * C, r);
+        Vec out((size_t)B * T * C), att((size_t)B * NH * T * T);
+        Vec scratch(attention_scratch_size(B, T, C, NH));
+        icl::attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, C, NH);
+        auto gqkv = up(qkv), gdout = up(dout);
+        auto gout = poisoned(out.size()), gatt = poisoned(att.size());
+        op::attention_forward<float>(GPU, gout.ptr, gatt.ptr, nullptr, gqkv.ptr, B, T, C, NH);
+        check_close("attention_forward out", out, down(gout, out.size()));
+        check_close("attention_forward att (zeros above the diagonal)", att, down(gatt, att.size()));
+        const Vec att32 = f32(att);
+        auto satt = up(att32);
+        Vec dqkv = rnd(qkv.size(), r);
+        auto gdqkv = up(dqkv);
+        icl::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att32.data(), B, T, C, NH);
+        op::attention_backward<float>(GPU, gdqkv.ptr, nullptr, gdout.ptr, gqkv.ptr, satt.ptr, B, T, C, NH);
+        check_close("attention_backward dqkv", dqkv, down(gdqkv, dqkv.size()));
+    }
+}
+
+TEST_CASE("cuda kernels: softmax cross-entropy (ignored rows, masked weights) and MSE") {
+    REQUIRE_GPU_OR_SKIP();
+    const int N = 37, V = 301, D = 5;
+    Rng r(606);
+    const Vec logits = rnd((size_t)N * V, r, -6, 6);
+    std::vector<int> tgt(N);
+    for (int n = 0; n < N; n++) tgt[n] = n % 7 == 3 ? -1 : (int)r.below(V);  // some rows ignored
+    Vec dl = rnd(N, r, 0.1, 1.0);
+    for (int n = 0; n < N; n += 4) dl[n] = 0.0;  // masked rows
+    Vec losses(N), probs((size_t)N * V);
+    icl::crossentropy_forward(losses.data(), probs.data(), logits.data(), tgt.data(), N, V);
+    auto glog = up(logits), gdl = up(dl);
+    auto gtgt = up(tgt);
+    auto gl = poisoned(N), gp = poisoned(probs.size());
+    op::crossentropy_forward(GPU, gl.ptr, gp.ptr, glog.ptr, gtgt.ptr, N, V);
+    check_close("crossentropy_forward losses", losses, down(gl, N));
+    check_close("crossentropy_forward probs", probs, down(gp, probs.size()), 1e-7, 1e-4);
+    const Vec p32 = f32(probs);
+    auto sp = up(p32);
+    Vec dlog = rnd(logits.size(), r);
+    auto gdlog = up(dlog);
+    icl::crossentropy_backward(dlog.data(), dl.data(), p32.data(), tgt.data(), N, V);
+    op::crossentropy_backward(GPU, gdlog.ptr, gdl.ptr, sp.ptr, gtgt.ptr, N, V);
+    check_close("crossentropy_backward dlogits", dlog, down(gdlog, dlog.size()));
+    // MSE
+    const Vec pred = rnd((size_t)N * D, r), target = rnd((size_t)N * D, r);
+    icl::mse_forward(losses.data(), pred.data(), target.data(), N, D);
+    auto gpred = up(pred), gtarget = up(target), gml = poisoned(N);
+    op::mse_forward(GPU, gml.ptr, gpred.ptr, gtarget.ptr, N, D);
+    check_close("mse_forward losses", losses, down(gml, N));
+    Vec dpred = rnd(pred.size(), r);
+    auto gdpred = up(dpred);
+    icl::mse_backward(dpred.data(), dl.data(), pred.data(), target.data(), N, D);
+    op::mse_backward(GPU, gdpred.ptr, gdl.ptr, gpred.ptr, gtarget.ptr, N, D);
+    check_close("mse_backward dpred", dpred, down(gdpred, dpred.size()));
+}
+
+TEST_CASE("cuda kernels: AdamW, global gradient norm, scaling") {
+    REQUIRE_GPU_OR_SKIP();
+    const int64_t n = 10007;
+    Rng r(707);
+    Vec p = rnd(n, r), g = rnd(n, r), m = rnd(n, r, -0.1, 0.1), v = rnd(n, r, 0.01, 0.1);
+    auto gp = up(p), gg = up(g), gm = up(m), gv = up(v);
+    icl::adamw_update(p.data(), g.data(), m.data(), v.data(), (size_t)n, 1e-2, 0.9, 0.95, 1e-8, 0.1, 3);
+    op::adamw_update(GPU, gp.ptr, gg.ptr, gm.ptr, gv.ptr, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+    check_close("adamw params", p, down(gp, n), 1e-6, 1e-5);
+    check_close("adamw m", m, down(gm, n), 1e-7, 1e-5);
+    check_close("adamw v", v, down(gv, n), 1e-8, 1e-5);
+    const double ref = icl::grad_norm_squared(g.data(), (size_t)n);
+    const double got = op::grad_norm_squared(GPU, gg.ptr, n);
+    CHECK(std::fabs(got - ref) <= 1e-10 * ref);  // both sum float squares in double (in different orders)
+    CHECK(op::grad_norm_squared(GPU, gg.ptr, n) == got);  // deterministic: the same bits again
+    icl::scale(g.data(), (size_t)n, 0.37);
+    op::scale(GPU, gg.ptr, n, 0.37);
+    check_close("scale", g, down(gg, n), 0, 3e-7);  // float(0.37) and one float rounding
+}
+
+TEST_CASE("cuda kernels: CGT weight generator (tanh and softmax mixing), forward and backward") {
+    REQUIRE_GPU_OR_SKIP();
+    set_tf32(false);
+    const int N = 37, C = 20, Dy = 6, M = 3, r = 2, Mr = M * r;
+    for (MixFn h : {MixFn::tanh, MixFn::softmax}) {
+        CAPTURE((int)h);
+        Rng rg(808 + (int)h);
+        const Vec u = rnd((size_t)N * C, rg), y = rnd((size_t)N * Dy, rg), S = rnd((size_t)M * (Dy + 1), rg), Lw = rnd((size_t)C * Mr, rg),
+                  Rw = rnd((size_t)(C + 1) * Mr, rg), dout = rnd((size_t)N * C, rg);
+        Vec out((size_t)N * C), c((size_t)N * M), P((size_t)N * Mr), z((size_t)N * r), G((size_t)N * Mr);
+        icl::generator_forward(out.data(), c.data(), P.data(), z.data(), G.data(), u.data(), y.data(), S.data(), Lw.data(), Rw.data(), N, C,
+                               Dy, M, r, h);
+        auto gu = up(u), gy = up(y), gS = up(S), gL = up(Lw), gR = up(Rw), gdout = up(dout);
+        auto gout = poisoned(out.size()), gc = poisoned(c.size()), gP = poisoned(P.size()), gz = poisoned(z.size()), gG = poisoned(G.size());
+        op::generator_forward(GPU, gout.ptr, gc.ptr, gP.ptr, gz.ptr, gG.ptr, gu.ptr, gy.ptr, gS.ptr, gL.ptr, gR.ptr, N, C, Dy, M, r, h);
+        check_close("generator out", out, down(gout, out.size()));
+        check_close("generator c", c, down(gc, c.size()));
+        check_close("generator P", P, down(gP, P.size()));
+        check_close("generator z", z, down(gz, z.size()));
+        check_close("generator G", G, down(gG, G.size()));
+        const Vec c32 = f32(c), P32 = f32(P), z32 = f32(z), G32 = f32(G);
+        auto sc = up(c32), sP = up(P32), sz = up(z32), sG = up(G32);
+        Vec du = rnd(u.size(), rg), dy = rnd(y.size(), rg), dS = rnd(S.size(), rg), dL = rnd(Lw.size(), rg), dR = rnd(Rw.size(), rg);
+        auto gdu = up(du), gdy = up(dy), gdS = up(dS), gdL = up(dL), gdR = up(dR);
+        Vec scratch(generator_scratch_size(N, M, r));
+        auto gscratch = poisoned(scratch.size());
+        icl::generator_backward(du.data(), dy.data(), dS.data(), dL.data(), dR.data(), scratch.data(), dout.data(), u.data(), y.data(),
+                                c32.data(), P32.data(), z32.data(), G32.data(), S.data(), Lw.data(), Rw.data(), N, C, Dy, M, r, h);
+        op::generator_backward(GPU, gdu.ptr, gdy.ptr, gdS.ptr, gdL.ptr, gdR.ptr, gscratch.ptr, gdout.ptr, gu.ptr, gy.ptr, sc.ptr, sP.ptr, sz.ptr,
+                               sG.ptr, gS.ptr, gL.ptr, gR.ptr, N, C, Dy, M, r, h);
+        check_close("generator du", du, down(gdu, du.size()));
+        check_close("generator dy", dy, down(gdy, dy.size()));
+        check_close("generator dS", dS, down(gdS, dS.size()));
+        check_close("generator dL", dL, down(gdL, dL.size()));
+        check_close("generator dR", dR, down(gdR, dR.size()));
+    }
+}
+
+TEST_CASE("cuda kernels: CGT ops (concat, gather, R_C, R_D, GP KL, reparameterization)") {
+    REQUIRE_GPU_OR_SKIP();
+    set_tf32(false);
+    Rng r(909);
+    // concat
+    const int N = 37, Ca = 11, Cb = 6;
+    const Vec a = rnd((size_t)N * Ca, r), b = rnd((size_t)N * Cb, r), dcat = rnd((size_t)N * (Ca + Cb), r);
+    Vec cat((size_t)N * (Ca + Cb));
+    icl::concat_forward(cat.data(), a.data(), b.data(), N, Ca, Cb);
+    auto ga = up(a), gb = up(b), gdcat = up(dcat), gcat = poisoned(cat.size());
+    op::concat_forward(GPU, gcat.ptr, ga.ptr, gb.ptr, N, Ca, Cb);
+    check_close("concat_forward", cat, down(gcat, cat.size()), 0, 0);
+    Vec da = rnd(a.size(), r), db = rnd(b.size(), r);
+    auto gda = up(da), gdb = up(db);
+    icl::concat_backward(da.data(), db.data(), dcat.data(), N, Ca, Cb);
+    op::concat_backward(GPU, gda.ptr, gdb.ptr, gdcat.ptr, N, Ca, Cb);
+    check_close("concat_backward da", da, down(gda, da.size()));
+    check_close("concat_backward db", db, down(gdb, db.size()));
+    // gather (repeated source rows: the backward scatter-adds)
+    const int Ns = 9, D = 13;
+    std::vector<int> idx(N);
+    for (int n = 0; n < N; n++) idx[n] = (int)r.below(Ns);
+    const Vec src = rnd((size_t)Ns * D, r), dg = rnd((size_t)N * D, r);
+    Vec gout((size_t)N * D);
+    icl::gather_rows_forward(gout.data(), src.data(), idx.data(), N, D);
+    auto gsrc = up(src), gdg = up(dg), ggout = poisoned(gout.size());
+    auto gidx = up(idx);
+    op::gather_rows_forward(GPU, ggout.ptr, gsrc.ptr, gidx.ptr, N, D);
+    check_close("gather_rows_forward", gout, down(ggout, gout.size()), 0, 0);
+    Vec dsrc = rnd(src.size(), r);
+    auto gdsrc = up(dsrc);
+    icl::gather_rows_backward(dsrc.data(), dg.data(), idx.data(), N, D);
+    op::gather_rows_backward(GPU, gdsrc.ptr, gdg.ptr, gidx.ptr, N, D);
+    check_close("gather_rows_backward", dsrc, down(gdsrc, dsrc.size()));
+    // regularizers on y (B,T,Dy)
+    const int B = 3, T = 11, Dy = 7;
+    const Vec y = rnd((size_t)B * T * Dy, r);
+    auto gy = up(y);
+    const double rc = icl::continuity_reg_forward(y.data(), B, T, Dy), rc_g = op::continuity_reg_forward(GPU, gy.ptr, B, T, Dy);
+    CHECK(std::fabs(rc_g - rc) <= 1e-5 * std::fabs(rc) + 1e-7);
+    const double rd = icl::decorrelation_reg_forward(y.data(), B, T, Dy), rd_g = op::decorrelation_reg_forward(GPU, gy.ptr, B, T, Dy);
+    CHECK(std::fabs(rd_g - rd) <= 1e-5 * std::fabs(rd) + 1e-7);
+    Vec dy1 = rnd(y.size(), r), dy2 = rnd(y.size(), r);
+    auto gdy1 = up(dy1), gdy2 = up(dy2);
+    icl::continuity_reg_backward(dy1.data(), y.data(), 0.7, B, T, Dy);
+    op::continuity_reg_backward(GPU, gdy1.ptr, gy.ptr, 0.7, B, T, Dy);
+    check_close("continuity_reg_backward", dy1, down(gdy1, dy1.size()));
+    icl::decorrelation_reg_backward(dy2.data(), y.data(), 0.4, B, T, Dy);
+    op::decorrelation_reg_backward(GPU, gdy2.ptr, gy.ptr, 0.4, B, T, Dy);
+    check_close("decorrelation_reg_backward", dy2, down(gdy2, dy2.size()));
+    // GP KL with 𝒦⁻¹ on the device
+    std::vector<double> Kinv;
+    const double logdet = gp_kernel_inverse(T, 0.03, 0.1 * T, Kinv);
+    const Vec Kinv32 = f32(Kinv), mu = rnd(y.size(), r), lv = rnd(y.size(), r, -1, 0.5);
+    auto gK = up(Kinv32), gmu = up(mu), glv = up(lv);
+    const double kl = icl::gp_kl_forward(mu.data(), lv.data(), Kinv32.data(), logdet, B, T, Dy);
+    const double kl_g = op::gp_kl_forward(GPU, gmu.ptr, glv.ptr, gK.ptr, logdet, B, T, Dy);
+    CHECK(std::fabs(kl_g - kl) <= 1e-5 * std::fabs(kl) + 1e-6);
+    Vec dmu = rnd(mu.size(), r), dlv = rnd(lv.size(), r);
+    auto gdmu = up(dmu), gdlv = up(dlv);
+    icl::gp_kl_backward(dmu.data(), dlv.data(), mu.data(), lv.data(), Kinv32.data(), 0.3, B, T, Dy);
+    op::gp_kl_backward(GPU, gdmu.ptr, gdlv.ptr, gmu.ptr, glv.ptr, gK.ptr, 0.3, B, T, Dy);
+    check_close("gp_kl_backward dmu", dmu, down(gdmu, dmu.size()));
+    check_close("gp_kl_backward dlogv", dlv, down(gdlv, dlv.size()));
+    // reparameterization
+    const Vec eps = rnd(y.size(), r);
+    auto geps = up(eps);
+    Vec yr(y.size());
+    icl::reparam_forward(yr.data(), mu.data(), lv.data(), eps.data(), (int64_t)yr.size());
+    auto gyr = poisoned(yr.size());
+    op::reparam_forward(GPU, gyr.ptr, gmu.ptr, glv.ptr, geps.ptr, (int64_t)yr.size());
+    check_close("reparam_forward", yr, down(gyr, yr.size()));
+    Vec dmu2 = rnd(mu.size(), r), dlv2 = rnd(lv.size(), r);
+    auto gdmu2 = up(dmu2), gdlv2 = up(dlv2), gdyr = up(dy1);
+    icl::reparam_backward(dmu2.data(), dlv2.data(), dy1.data(), lv.data(), eps.data(), (int64_t)yr.size());
+    op::reparam_backward(GPU, gdmu2.ptr, gdlv2.ptr, gdyr.ptr, glv.ptr, geps.ptr, (int64_t)yr.size());
+    check_close("reparam_backward dmu", dmu2, down(gdmu2, dmu2.size()));
+    check_close("reparam_backward dlogv", dlv2, down(gdlv2, dlv2.size()));
+}
+
+TEST_CASE("cuda kernels: kernel attention (RoPE, ICLCA biases) forward, backward and streaming step") {
+    REQUIRE_GPU_OR_SKIP();
+    const int B = 2, T = 70, C = 24, NH = 2, hs = C / NH, m = hs;
+    Rng r(1010);
+    std::vector<int> pos(B * T);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) pos[b * T + t] = 5 + 2 * t + b;  // explicit, non-contiguous positions
+    const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.5, 1.5), bkv = rnd((size_t)NH * m * hs, r, -0.2, 0.2),
+              bd = rnd((size_t)NH * m, r, 0.5, 1.0), dout = rnd((size_t)B * T * C, r);
+    auto gqkv = up(qkv), gbkv = up(bkv), gbd = up(bd), gdout = up(dout);
+    auto gpos = up(pos);
+    for (int variant = 0; variant < 2; variant++) {  // 0: explicit positions + biases; 1: 0..T−1, no biases
+        CAPTURE(variant);
+        const int* hp = variant == 0 ? pos.data() : nullptr;
+        const int* gp = variant == 0 ? gpos.ptr : nullptr;
+        const double* hb = variant == 0 ? bkv.data() : nullptr;
+        const double* hd = variant == 0 ? bd.data() : nullptr;
+        const float* gbk = variant == 0 ? gbkv.ptr : nullptr;
+        const float* gbdd = variant == 0 ? gbd.ptr : nullptr;
+        const double eps = variant == 0 ? 1e-6 : 1.0;  // with no bias, a larger eps keeps the denominators away from 0
+        const size_t nf = (size_t)B * NH * T * m;
+        Vec out((size_t)B * T * C), pq(nf), pk(nf), rq(nf), rk(nf), den((size_t)B * NH * T);
+        Vec scratch(kernel_attention_scratch_size(B, T, C, NH));
+        icl::kernel_attention_forward(out.data(), pq.data(), pk.data(), rq.data(), rk.data(), den.data(), scratch.data(), qkv.data(), hp, hb,
+                                      hd, B, T, C, NH, eps);
+        auto gout = poisoned(out.size()), gpq = poisoned(nf), gpk = poisoned(nf), grq = poisoned(nf), grk = poisoned(nf),
+             gden = poisoned(den.size());
+        op::kernel_attention_forward<float>(GPU, gout.ptr, gpq.ptr, gpk.ptr, grq.ptr, grk.ptr, gden.ptr, nullptr, gqkv.ptr, gp, gbk, gbdd, B, T,
+                                            C, NH, eps);
+        check_close("kernel_attention_forward out", out, down(gout, out.size()));
+        check_close("kernel_attention_forward phiq", pq, down(gpq, nf));
+        check_close("kernel_attention_forward phik", pk, down(gpk, nf));
+        check_close("kernel_attention_forward rphiq", rq, down(grq, nf));
+        check_close("kernel_attention_forward rphik", rk, down(grk, nf));
+        check_close("kernel_attention_forward den", den, down(gden, den.size()));
+        // backward from the CPU's saved tensors
+        const Vec out32 = f32(out), pq32 = f32(pq), pk32 = f32(pk), rq32 = f32(rq), rk32 = f32(rk), den32 = f32(den);
+        auto so = up(out32), spq = up(pq32), spk = up(pk32), srq = up(rq32), srk = up(rk32), sden = up(den32);
+        Vec dqkv = rnd(qkv.size(), r), dbkv = rnd(bkv.size(), r), dbd = rnd(bd.size(), r);
+        auto gdqkv = up(dqkv), gdbkv = up(dbkv), gdbd = up(dbd);
+        icl::kernel_attention_backward(dqkv.data(), variant == 0 ? dbkv.data() : nullptr, variant == 0 ? dbd.data() : nullptr, scratch.data(),
+                                       dout.data(), out32.data(), pq32.data(), pk32.data(), rq32.data(), rk32.data(), den32.data(), qkv.data(),
+                                       hp, hb, hd, B, T, C, NH);
+        op::kernel_attention_backward<float>(GPU, gdqkv.ptr, variant == 0 ? gdbkv.ptr : nullptr, variant == 0 ? gdbd.ptr : nullptr, nullptr,
+                                             gdout.ptr, so.ptr, spq.ptr, spk.ptr, srq.ptr, srk.ptr, sden.ptr, gqkv.ptr, gp, gbk, gbdd, B, T, C,
+                                             NH);
+        check_close("kernel_attention_backward dqkv", dqkv, down(gdqkv, dqkv.size()), 1e-5, 2e-4);
+        check_close("kernel_attention_backward dbkv", dbkv, down(gdbkv, dbkv.size()), 1e-5, 2e-4);
+        check_close("kernel_attention_backward dbd", dbd, down(gdbd, dbd.size()), 1e-5, 2e-4);
+    }
+    // streaming step: three tokens from the biases, state updated in place
+    Vec S = bkv, z = bd;
+    auto gS = up(S), gz = up(z);
+    for (int t = 0; t < 3; t++) {
+        Vec o(C);
+        const Vec row(qkv.begin() + (size_t)t * 3 * C, qkv.begin() + (size_t)(t + 1) * 3 * C);
+        auto grow = up(row), go = poisoned(C);
+        icl::kernel_attention_step(o.data(), S.data(), z.data(), row.data(), 7 + t, C, NH, 1e-6);
+        op::kernel_attention_step(GPU, go.ptr, gS.ptr, gz.ptr, grow.ptr, 7 + t, C, NH, 1e-6);
+        check_close("kernel_attention_step out", o, down(go, C));
+    }
+    check_close("kernel_attention_step S", S, down(gS, S.size()));
+    check_close("kernel_attention_step z", z, down(gz, z.size()));
+}
+
+// ================================ whole models (need a GPU) ================================
+
+TEST_CASE("cuda models: GPT forward + backward, CPU fp64 vs GPU fp32, every activation and gradient") {
+    REQUIRE_GPU_OR_SKIP();
+    set_tf32(false);
+    GPTConfig cfg;
+    cfg.L = 2; cfg.C = 48; cfg.NH = 4; cfg.V = ARITH_VOCAB; cfg.maxT = 64;
+    const Batch bt = arith_window(3, 45, 11);
+    GPT<double> ref(cfg, Device::cpu, 5);
+    GPT<float> gpu(cfg, GPU, 5);
+    check_rows(compare_devices(ref, gpu, bt, 6, param_std(cfg.C), 1e-5, 1e-3), 1e-5, 1e-3);
+}
+
+TEST_CASE("cuda models: GPT vector task (MSE head) and a training step on the GPU") {
+    REQUIRE_GPU_OR_SKIP();
+    set_tf32(false);
+    GPTConfig cfg;
+    cfg.L = 2; cfg.C = 32; cfg.NH = 2; cfg.V = 0; cfg.d_in = 5; cfg.d_out = 2; cfg.maxT = 20;
+    Rng r(12);
+    Batch bt;
+    bt.B = 3; bt.T = 20; bt.D = 5; bt.Dout = 2;
+    for (int i = 0; i < bt.B * bt.T; i++) {
+        for (int d = 0; d < 5; d++) bt.vectors.push_back((float)r.uniform(-1, 1));
+        for (int d = 0; d < 2; d++) bt.target_vecs.push_back((float)r.uniform(-1, 1));
+        bt.mask.push_back(i % 3 == 0 ? 1.0f : 0.0f);
+    }
+    GPT<double> ref(cfg, Device::cpu, 7);
+    GPT<float> gpu(cfg, GPU, 7);
+    check_rows(compare_devices(ref, gpu, bt, 8, param_std(cfg.C), 1e-5, 1e-3), 1e-5, 1e-3);
+    // one AdamW step on each side (clipping included): parameters stay close
+    AdamWConfig adam;
+    adam.weight_decay = 0.1f;
+    const double n_ref = ref.s.update(adam, 1e-3), n_gpu = gpu.s.update(adam, 1e-3);
+    CHECK(std::fabs(n_gpu - n_ref) <= 1e-4 * n_ref);
+    std::vector<double> pr = ref.s.to_host(ref.s.params, 0, ref.s.ptable.total);
+    std::vector<float> pg = gpu.s.to_host(gpu.s.params, 0, gpu.s.ptable.total);
+    check_close("parameters after one AdamW step", pr, Vec(pg.begin(), pg.end()), 1e-6, 1e-4);
+}
+
+TEST_CASE("cuda models: CGT (aux pass, R_C, R_D, VAE + KL) and the kernel LM, CPU fp64 vs GPU fp32") {
+    REQUIRE_GPU_OR_SKIP();
+    set_tf32(false);
+    CGTConfig cc;
+    cc.L = 3; cc.ell = 1; cc.dx = 24; cc.dy = 8; cc.NHx = 3; cc.NHy = 2; cc.r = 2; cc.M = 3; cc.V = ARITH_VOCAB; cc.maxT = 40; cc.vae = true;
+    const Batch bt = arith_window(3, 33, 13);
+    CGTLoss loss;
+    loss.eta = 0.5; loss.horizon = 6; loss.wC = 0.3; loss.wD = 0.2; loss.beta = 0.1;
+    auto setup = [&](auto& m) {
+        m.loss = loss;
+        m.set_aux_positions({5, 17, 26});
+        m.hold_random = true;
+    };
+    CGT<double> ref(cc, Device::cpu, 3);
+    setup(ref);
+    CGT<float> gpu(cc, GPU, 3);
+    setup(gpu);
+    check_rows(compare_devices(ref, gpu, bt, 4, param_std(cc.dx), 1e-5, 1e-3), 1e-5, 1e-3);
+
+    KernelLMConfig kc;
+    kc.L = 2; kc.C = 24; kc.NH = 2; kc.V = 19;
+    Batch kb;
+    kb.B = 2; kb.T = 40;
+    Rng r(14);
+    for (int i = 0; i < kb.B * kb.T; i++) {
+        kb.tokens.push_back((int)r.below(kc.V));
+        kb.targets.push_back((int)r.below(kc.V));
+        kb.pos.push_back(3 + i % kb.T);
+    }
+    KernelLM<double> kref(kc, Device::cpu, 9);
+    KernelLM<float> kgpu(kc, GPU, 9);
+    check_rows(compare_devices(kref, kgpu, kb, 10, param_std(kc.C), 1e-5, 1e-3), 1e-5, 1e-3);
+}
+
+TEST_CASE("cuda models: a checkpoint saved on one device loads on the other") {
+    REQUIRE_GPU_OR_SKIP();
+    GPTConfig cfg;
+    cfg.L = 2; cfg.C = 32; cfg.NH = 4; cfg.V = ARITH_VOCAB; cfg.maxT = 32;
+    const std::string dir = tmpdir();
+    const Batch bt = arith_window(2, 30, 15);
+    // GPU -> CPU: the CPU model gets the GPU's parameters bit for bit and computes the same outputs
+    GPT<float> gpu(cfg, GPU, 21);
+    randomize_params(gpu, 22, 0.1);
+    gpu.s.save(dir + "/gpu.safetensors");
+    GPT<float> cpu(cfg, Device::cpu, 99);
+    cpu.s.load(dir + "/gpu.safetensors");
+    std::vector<float> pg = gpu.s.to_host(gpu.s.params, 0, gpu.s.ptable.total), pc = cpu.s.to_host(cpu.s.params, 0, cpu.s.ptable.total);
+    CHECK(pg == pc);
+    gpu.forward(bt);
+    cpu.forward(bt);
+    std::vector<float> og = gpu.outputs(), oc = cpu.outputs();
+    check_close("logits, GPU model vs CPU model loaded from the GPU's checkpoint", Vec(oc.begin(), oc.end()), Vec(og.begin(), og.end()));
+    // CPU -> GPU
+    GPT<float> cpu2(cfg, Device::cpu, 31);
+    randomize_params(cpu2, 32, 0.1);
+    cpu2.s.save(dir + "/cpu.safetensors");
+    GPT<float> gpu2(cfg, GPU, 98);
+    gpu2.s.load(dir + "/cpu.safetensors");
+    CHECK(gpu2.s.to_host(gpu2.s.params, 0, gpu2.s.ptable.total) == cpu2.s.to_host(cpu2.s.params, 0, cpu2.s.ptable.total));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cuda binaries: gradcheck --compare cpu,cuda passes on the GPT and the CGT") {
+    REQUIRE_GPU_OR_SKIP();
+    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set (run through `make test-cuda`)"); return; }
+    Run g = run_bin("gradcheck --compare cpu,cuda --width 48 --heads 4 --batch 3 --seq 40");
+    CAPTURE(g.out);
+    CAPTURE(g.err);
+    CHECK(g.code == 0);
+    CHECK(g.out.find("all ") != std::string::npos);
+    Run c = run_bin("gradcheck --compare cpu,cuda --model cgt --layers 3 --ell 1 --width 24 --dy 8 --seq 30 --batch 3 --vae 1 --horizon 5");
+    CAPTURE(c.out);
+    CHECK(c.code == 0);
+}
+
+// ================================ the comparison machinery (CPU) ================================
+
+TEST_CASE("compare_devices on the CPU: fp32 vs fp64 is within tolerance, and a wrong parameter is caught") {
+    GPTConfig cfg;
+    cfg.L = 2; cfg.C = 12; cfg.NH = 3; cfg.V = ARITH_VOCAB; cfg.maxT = 16;
+    const Batch bt = arith_window(2, 9, 17);
+    GPT<double> ref(cfg, Device::cpu, 1);
+    randomize_params(ref, 2, 0.3);
+    GPT<float> f(cfg, Device::cpu, 1);
+    share_parameters(ref, f);
+    // same parameters on both sides (the reference took the float-rounded values)
+    std::vector<double> pr = ref.s.to_host(ref.s.params, 0, ref.s.ptable.total);
+    std::vector<float> pf = f.s.to_host(f.s.params, 0, f.s.ptable.total);
+    for (size_t i = 0; i < pr.size(); i++) REQUIRE(pr[i] == (double)pf[i]);
+    const std::vector<TensorDiff> rows = compare_forward_backward(ref, f, bt, 1e-5, 1e-3);
+    check_rows(rows, 1e-5, 1e-3);
+    CHECK(rows.size() == 1 + ref.s.atable.size() + ref.s.ptable.size() + ref.s.gtable.size());
+    // a 10% change of one weight on the compared side shows up in the rows downstream of it
+    const size_t off = f.s.ptable.offset("h.1.mlp.fc.w");
+    float w = f.s.to_host(f.s.params, off, 1)[0] * 1.1f;
+    f.s.upload(f.s.params, off, &w, 1);
+    const std::vector<TensorDiff> bad = compare_forward_backward(ref, f, bt, 1e-5, 1e-3);
+    int failed = 0;
+    bool fch_failed = false;
+    for (auto& r : bad) {
+        failed += !r.pass;
+        if (r.name == "h.1.fch") fch_failed = !r.pass;
+    }
+    CHECK(failed > 0);
+    CHECK(fch_failed);
+}
+
+TEST_CASE("npydiff: identical dumps pass; a perturbed, a missing, an extra and a re-shaped tensor are reported") {
+    GPTConfig cfg;
+    cfg.L = 1; cfg.C = 12; cfg.NH = 3; cfg.V = ARITH_VOCAB; cfg.maxT = 16;
+    const Batch bt = arith_window(2, 9, 19);
+    GPT<float> m(cfg, Device::cpu, 3);
+    m.forward(bt);
+    m.backward();
+    const std::string a = tmpdir(), b = tmpdir();
+    m.s.dump_npy(a, 0);
+    m.s.dump_npy(b, 0);
+    std::FILE* sink = std::fopen("/dev/null", "w");
+    NpyDiffResult same = npydiff_dirs(a, b, 0, 0, sink);
+    CHECK(same.ok());
+    CHECK(same.compared == (int)(m.s.atable.size() + 2 * m.s.ptable.size() + m.s.gtable.size()));
+    // perturb one activation by far more than the tolerance
+    NpyArray qkv = npy_load(b + "/h.0.qkv.npy");
+    std::vector<float> v = qkv.as<float>();
+    v[5] += 0.01f;
+    npy_save(b + "/h.0.qkv.npy", v.data(), qkv.shape);
+    NpyDiffResult pert = npydiff_dirs(a, b, 1e-5, 1e-3, sink);
+    CHECK(pert.failed == 1);
+    CHECK(!pert.ok());
+    // missing in B, extra in B, different shape
+    std::filesystem::remove(b + "/wpe.npy");
+    std::filesystem::copy_file(a + "/lnf.npy", b + "/extra.npy");
+    {  // an extra tensor only counts when it is listed: rewrite B's index with it
+        std::ifstream f(b + "/index.json");
+        nlohmann::json j = nlohmann::json::parse(f);
+        j["tensors"].push_back({{"name", "extra"}, {"file", "extra.npy"}, {"kind", "activation"}});
+        for (auto it = j["tensors"].begin(); it != j["tensors"].end(); ++it)
+            if ((*it)["name"] == "wpe") { j["tensors"].erase(it); break; }
+        std::ofstream(b + "/index.json") << j.dump(2);
+    }
+    NpyArray lnfw = npy_load(b + "/lnf.w.npy");
+    std::vector<float> lw = lnfw.as<float>();
+    npy_save(b + "/lnf.w.npy", lw.data(), Shape{3, 4});
+    NpyDiffResult all = npydiff_dirs(a, b, 1e-5, 1e-3, sink);
+    std::fclose(sink);
+    CHECK(all.missing == std::vector<std::string>{"wpe"});
+    CHECK(all.extra == std::vector<std::string>{"extra"});
+    REQUIRE(all.mismatched.size() == 1);
+    CHECK(all.mismatched[0].find("lnf.w") == 0);
+    CHECK(all.failed == 1);  // qkv still perturbed
+    // the command line: exit 0 for identical dumps, 1 otherwise
+    if (!bin_dir().empty()) {
+        Run ok = run_bin("npydiff " + a + " " + a);
+        CHECK(ok.code == 0);
+        CHECK(ok.out.find("within tolerance") != std::string::npos);
+        Run bad = run_bin("npydiff " + a + " " + b);
+        CHECK(bad.code == 1);
+        CHECK(bad.out.find("missing from B") != std::string::npos);
+        CHECK(bad.out.find("h.0.qkv") != std::string::npos);
+        Run none = run_bin("npydiff " + a + " /nonexistent_dir");
+        CHECK(none.code == 1);
+        CHECK(none.err.find("not a directory") != std::string::npos);
+    }
+    std::filesystem::remove_all(a);
+    std::filesystem::remove_all(b);
+}
+
+TEST_CASE("gradcheck --compare: cpu,cpu passes; cpu,cuda without a GPU or CUDA says why") {
+    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set (run through `make test`)"); return; }
+    Run r = run_bin("gradcheck --compare cpu,cpu");
+    CAPTURE(r.out);
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("reference: CPU fp64") != std::string::npos);
+    CHECK(r.out.find("grad.h.1.attn.qkv.w") != std::string::npos);
+    Run bad = run_bin("gradcheck --compare gpu,cpu");
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find("--compare: expected") != std::string::npos);
+    if (!cuda_device_present()) {
+        Run c = run_bin("gradcheck --compare cpu,cuda");
+        CHECK(c.code != 0);
+        CHECK((c.err.find("built without CUDA") != std::string::npos || c.err.find("no CUDA device") != std::string::npos));
+    }
+}
+
+}  // TEST_SUITE("cuda")
