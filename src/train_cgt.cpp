@@ -1,6 +1,7 @@
 // train_cgt — train the Contextually Guided Transformer (spec/cgt.md) on the arithmetic ICL task, in-context
 // linear regression or a byte-level text file; optionally fold a frozen y into an x-only GPT checkpoint.
 // Writes out/train_cgt/<run>/{log.csv, loss.png, summary.json, model.safetensors}.
+#include <cmath>
 #include <cstdio>
 
 #include "data/task.h"
@@ -8,6 +9,7 @@
 #include "engine/run.h"
 #include "layers/dispatch.h"
 #include "models/cgt.h"
+#include "models/cgt_experiment.h"
 #include "models/trainer.h"
 
 using namespace icl;
@@ -40,6 +42,11 @@ void register_flags(Cli& cli) {
     cli.flag_switch("--fold", "after training (or with --steps 0 after --load), fold y frozen at --freeze-at into an x-only GPT checkpoint");
     cli.flag("--freeze-at", "30", "--fold: ỹ = y^ℓ at this 0-indexed position of the first validation sequence");
     cli.flag("--fold-out", "", "--fold: output path (default RUN/folded_gpt.safetensors)");
+    cli.flag("--compare", "", "train and compare these variants (comma list of baseline, eta1, aux, aux-reg, reg, vae:<β>, flags); "
+                              "writes RUN/table.md (mean ± 3·SE over --seeds)");
+    cli.flag("--seeds", "1", "--compare: seeds per variant (--seed, --seed+1, …)");
+    cli.flag("--eval-seqs", "256", "sequences of the final evaluation (a fixed set, the same for every run)");
+    cli.flag("--freeze-k", "5,10", "linreg: frozen-y curves after these many in-context samples");
     cli.preset("tiny", "a seconds-long smoke run on the arithmetic task",
                {{"--steps", "20"}, {"--layers", "2"}, {"--ell", "1"}, {"--dx", "32"}, {"--dy", "16"}, {"--heads", "2"}, {"--heads-y", "1"},
                 {"--rank", "2"}, {"--templates", "4"}, {"--batch", "4"}, {"--eval-every", "10"}, {"--horizon", "10"}});
@@ -62,6 +69,34 @@ void register_flags(Cli& cli) {
                {{"--task", "text"}, {"--seq", "512"}, {"--steps", "400000"}, {"--layers", "12"}, {"--ell", "8"}, {"--dx", "128"}, {"--dy", "128"},
                 {"--heads", "8"}, {"--heads-y", "8"}, {"--rank", "4"}, {"--templates", "16"}, {"--batch", "128"}, {"--lr", "5e-4"},
                 {"--warmup", "10000"}, {"--wc", "0.04"}, {"--wd", "0.02"}, {"--eval-every", "5000"}});
+    cli.preset("icl-mini", "Table 1 on the CPU: ICL-mini (1 digit, 2 tasks × 4 examples, L=4 ℓ=2 d_x=64 d_y=32), "
+               "baseline / η=1 / aux / aux+reg × 3 seeds (about an hour on 2 cores)",
+               {{"--task", "arith"}, {"--n-tasks", "2"}, {"--n-ex", "4"}, {"--digits", "1"}, {"--steps", "2000"}, {"--layers", "4"}, {"--ell", "2"},
+                {"--dx", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"},
+                {"--horizon", "10"}, {"--eval-every", "250"}, {"--compare", "baseline,eta1,aux,aux-reg"}, {"--seeds", "3"}, {"--eval-seqs", "512"}});
+    cli.preset("icl-table1", "Table 1 at paper size (L=6 ℓ=4 d_x=112 d_y=64, 3 digits, 4 tasks × 4 examples, 400k steps, 6 seeds; a GPU job)",
+               {{"--task", "arith"}, {"--steps", "400000"}, {"--layers", "6"}, {"--ell", "4"}, {"--dx", "112"}, {"--dy", "64"}, {"--heads", "7"},
+                {"--heads-y", "4"}, {"--rank", "4"}, {"--templates", "16"}, {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"},
+                {"--weight-decay", "1e-8"}, {"--horizon", "10"}, {"--eval-every", "5000"}, {"--compare", "baseline,eta1,aux,aux-reg"},
+                {"--seeds", "6"}, {"--eval-seqs", "10240"}});
+    cli.preset("lr-mini", "LR-mini (spec §5.4.2): d_in=4, 16 pairs, L=4 ℓ=3; baseline / η=1 / aux+reg; error-vs-samples curves with frozen y",
+               {{"--task", "linreg"}, {"--d-in", "4"}, {"--pairs", "16"}, {"--steps", "3000"}, {"--layers", "4"}, {"--ell", "3"}, {"--dx", "64"},
+                {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "64"},
+                {"--eval-every", "500"}, {"--compare", "baseline,eta1,aux-reg"}, {"--freeze-k", "3,5,8"}, {"--eval-seqs", "1024"}});
+    cli.preset("vae-mini", "VAE β sweep on ICL-mini (β = 1e-4, 1e-3, 0.01, 0.1; the paper used 0.01–1): accuracies, representation metrics, y spectra",
+               {{"--task", "arith"}, {"--n-tasks", "2"}, {"--n-ex", "4"}, {"--digits", "1"}, {"--steps", "2000"}, {"--layers", "4"}, {"--ell", "2"},
+                {"--dx", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"},
+                {"--horizon", "10"}, {"--eval-every", "250"}, {"--compare", "vae:0.0001,vae:0.001,vae:0.01,vae:0.1"}, {"--eval-seqs", "512"}});
+    cli.preset("text-mini", "text mixtures of the fortune corpus (tools/prep_fortunes → out/fortunes), bytes, 128 tokens, cut in [48,80]; "
+               "baseline / aux / aux+reg (w_C=0.04 w_D=0.02)",
+               {{"--task", "mix"}, {"--data", "out/fortunes"}, {"--seq", "128"}, {"--l-start", "48"}, {"--l-finish", "80"}, {"--steps", "2000"},
+                {"--layers", "4"}, {"--ell", "3"}, {"--dx", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"},
+                {"--templates", "8"}, {"--batch", "32"}, {"--horizon", "32"}, {"--wc", "0.04"}, {"--wd", "0.02"}, {"--eval-every", "250"},
+                {"--compare", "baseline,aux,aux-reg"}});
+    cli.preset("make-run", "what `make run` trains: ICL-mini, baseline / η=1 / aux+reg, one seed each (≤ 10 minutes on 2 cores)",
+               {{"--task", "arith"}, {"--n-tasks", "2"}, {"--n-ex", "4"}, {"--digits", "1"}, {"--steps", "1500"}, {"--layers", "4"}, {"--ell", "2"},
+                {"--dx", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"},
+                {"--horizon", "10"}, {"--eval-every", "250"}, {"--compare", "baseline,eta1,aux-reg"}, {"--eval-seqs", "512"}});
     cli.epilog(
         "examples:\n"
         "  train_cgt --preset arith                          # ICL-mini with aux loss + regularizers\n"
@@ -78,6 +113,7 @@ int run(int argc, char** argv) {
     int threads = apply_threads(cli);
     Device dev = parse_device(cli.get("--device"));
     require_device(dev);
+    set_tf32(cli.get_bool("--tf32"));
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
     const int steps = (int)cli.get_int("--steps", 0, 100000000), B = (int)cli.get_int("--batch", 1, 1 << 20);
 
@@ -116,41 +152,51 @@ int run(int argc, char** argv) {
     const int freeze_at = (int)cli.get_int("--freeze-at", 1, 1 << 20);
     if (fold && freeze_at >= T) fail_usage(strfmt("--freeze-at: must be < the sequence length %d", T));
     if (fold && !cfg.has_y()) fail_usage("--fold: the model has no y stream (--ell 0 or --dy 0)");
-    TrainOptions o = train_options_from_cli(cli, "train_cgt", task, steps);
-    o.title = "train_cgt " + task.kind + strfmt(" (L=%d ℓ=%d d_x=%d d_y=%d)", cfg.L, cfg.ell, cfg.dx, cfg.dy);
-
-    CGT<float> model(cfg, dev, seed);
-    model.loss = ls;
-    if (cli.has_value("--load")) model.s.load(cli.get("--load"));
-    CGTFlops fl = model.flops(B, T);
-    std::fprintf(stderr,
-                 "train_cgt: task %s, %lld parameters (L=%d ℓ=%d d_x=%d d_y=%d r=%d M=%d T=%d), batch %d, %d steps, %s, %d threads\n"
-                 "  η=%.3g Δ=%d w_C=%.3g w_D=%.3g%s; %.3f GFLOP/step (main fwd %.3f, aux fwd %.3f)\n  run dir %s\n",
-                 task.kind.c_str(), (long long)cfg.num_params(), cfg.L, cfg.ell, cfg.dx, cfg.dy, cfg.r, cfg.M, T, B, steps, device_name(dev), threads,
-                 ls.eta, ls.horizon, ls.wC, ls.wD, cfg.vae ? strfmt(" VAE β=%.3g", ls.beta).c_str() : "", fl.total_step / 1e9,
-                 fl.main_fwd / 1e9, fl.aux_fwd / 1e9, o.run_dir.c_str());
-
-    // train
-    o.eval_columns = {"val_loss", "val_main_loss"};
-    auto evaluate = [&]() {
-        double loss = 0, main = 0;
-        model.train_mode = false;
-        for (int i = 0; i < task.eval_batches; i++) {
-            loss += model.forward(task.val[i]) / task.eval_batches;
-            main += model.last_ce / task.eval_batches;
+    const std::string compare = cli.get("--compare");
+    if (!compare.empty()) {
+        // several variants × seeds, then the comparison table (models/cgt_experiment.h)
+        if (fold) fail_usage("--fold: not with --compare");
+        if (cli.has_value("--load")) fail_usage("--load: not with --compare (each variant trains from scratch)");
+        std::vector<std::string> names;
+        for (size_t a = 0; a <= compare.size();) {
+            size_t b = compare.find(',', a);
+            if (b == std::string::npos) b = compare.size();
+            if (b > a) names.push_back(compare.substr(a, b - a));
+            a = b + 1;
         }
-        model.train_mode = true;
-        return std::map<std::string, double>{{"val_loss", loss}, {"val_main_loss", main}};
-    };
-    TrainResult r;
-    if (steps > 0) r = train(model, o, [&](int) { return task.next_batch(); }, evaluate);
+        if (names.empty()) fail_usage("--compare: no variant named");
+        return cgt_compare(cli, names, cfg, ls, dev, threads);
+    }
+    TrainOptions o = train_options_from_cli(cli, "train_cgt", task, steps);
 
-    // report
-    nlohmann::json summary = run_summary("train_cgt", cli, task, cfg.to_json(), cfg.num_params(), threads, dev, o, r);
-    summary["gflop_per_step"] = fl.total_step / 1e9;
+    // train, evaluate for the task (ICL table metrics, LR curves) and write the y analyses
+    CGTRun run = cgt_train_and_evaluate(cli, task, CGTVariant{"flags", cfg, ls}, seed, o.run_dir, o, experiment_options_from_cli(cli), dev, threads);
+    CGT<float>& model = *run.model;
+    const TrainResult& r = run.train;
+    nlohmann::json summary = run.summary;
     if (steps > 0)
         std::printf("%s  (%.1f ms/step, %.0f tokens/s, %.2f GFLOP/s)\n", final_line(r).c_str(), r.ms_per_step, r.tokens_per_s,
-                    fl.total_step / (r.ms_per_step * 1e6));
+                    summary["gflop_per_step"].get<double>() * 1e3 / r.ms_per_step);
+    if (task.kind == "arith" && !std::isnan(run.icl.base))
+        std::printf("ICL eval (%d sequences): base %.1f%%  specialized (frozen y, ex. 1-2 removed) %s  ctx %s  wrong-y %.1f%%  variation %s  probe MAE %s\n",
+                    run.icl.sequences, 100 * run.icl.base, std::isnan(run.icl.spec) ? "-" : strfmt("%.1f%%", 100 * run.icl.spec).c_str(),
+                    std::isnan(run.icl.ctx) ? "-" : strfmt("%.1f%%", 100 * run.icl.ctx).c_str(), 100 * run.icl.wrong_y,
+                    std::isnan(run.icl.variation) ? "-" : strfmt("%.3f", run.icl.variation).c_str(),
+                    std::isnan(run.icl.probe_mae) ? "-" : strfmt("%.3f", run.icl.probe_mae).c_str());
+    if (task.kind == "linreg" && !run.lr.dynamic.empty()) {
+        std::printf("LR eval (%d sequences): error vs U u + b after k samples (dynamic / Bayes):", run.lr.sequences);
+        for (int k : {0, 1, 2, 4, 8, 16, 32, 63})
+            if (k < (int)run.lr.dynamic.size()) std::printf("  k=%d %.3g/%.3g", k, run.lr.dynamic[k], run.lr.bayes[k]);
+        std::printf("\n");
+    }
+    if (task.kind == "mix" && !run.text.full.empty()) {
+        auto mean = [](const std::vector<double>& v) { double a = 0; for (double x : v) a += x / v.size(); return v.empty() ? NAN : a; };
+        std::printf("text eval (split at %d): mean CE of part 2: full context %.4f  uninformed %.4f  specialized %.4f  EMA %.4f  "
+                    "(5-NN category accuracy of document embeddings %.2f)\n", run.text.split, mean(run.text.full), mean(run.text.uninformed),
+                    mean(run.text.spec), mean(run.text.ema), run.text.knn_y);
+        for (auto& f : run.text.files) std::printf("analysis: %s\n", f.c_str());
+    }
+    for (auto& f : run.y.files) std::printf("analysis: %s\n", f.c_str());
     if (fold) {
         // ỹ = y^ℓ at --freeze-at of the first validation sequence; the folded x-only GPT is an ordinary checkpoint
         Batch one = task.val[0];

@@ -7,8 +7,9 @@
 namespace icl {
 
 void add_task_flags(Cli& cli) {
-    cli.flag("--task", "arith", "arith | linreg | text");
-    cli.flag("--data", "", "text file for --task text (any bytes)");
+    cli.flag("--task", "arith", "arith | linreg | text | mix (text mixtures of a categorized corpus)");
+    cli.flag("--data", "", "--task text: a text file (any bytes); --task mix: a directory of category files or a comma list of files "
+                           "(documents separated by '%' lines, e.g. tools/prep_fortunes' output)");
 }
 
 void add_task_shape_flags(Cli& cli) {
@@ -20,6 +21,10 @@ void add_task_shape_flags(Cli& cli) {
     cli.flag("--d-in", "16", "linreg: input dimension");
     cli.flag("--pairs", "64", "linreg: (u,v) pairs per sequence");
     cli.flag("--noise", "0.1", "linreg: noise level epsilon");
+    cli.flag("--l-start", "48", "mix: the first text is cut at a uniform position in [--l-start, --l-finish]");
+    cli.flag("--l-finish", "80", "mix: see --l-start");
+    cli.flag("--two-texts", "0.5", "mix: probability that a training sequence joins two texts (else one)");
+    cli.flag("--tokenizer", "", "mix: a BPE file from tools/bpe (default: bytes)");
 }
 
 void add_train_flags(Cli& cli) {
@@ -33,7 +38,7 @@ void add_train_flags(Cli& cli) {
 }
 
 Task::Task(const Cli& cli, int B_, uint64_t seed)
-    : kind(cli.get_choice("--task", {"arith", "linreg", "text"})), B(B_), train_rng_(Rng(seed).split(101)),
+    : kind(cli.get_choice("--task", {"arith", "linreg", "text", "mix"})), B(B_), train_rng_(Rng(seed).split(101)),
       val_rng_(Rng(seed).split(202)) {
     arith = {(int)cli.get_int("--n-tasks", 1, 64), (int)cli.get_int("--n-ex", 1, 64), (int)cli.get_int("--digits", 1, 6)};
     linreg = {(int)cli.get_int("--d-in", 1, 4096), 1, (int)cli.get_int("--pairs", 1, 1 << 16), cli.get_double("--noise", 0, 1e6)};
@@ -44,6 +49,16 @@ Task::Task(const Cli& cli, int B_, uint64_t seed)
         if (!cli.has_value("--data")) fail_usage("--task text needs --data FILE");
         text = text_load(cli.get("--data"), 0.1, T);
         V = BYTE_VOCAB;
+    }
+    if (kind == "mix") {
+        T = (int)cli.get_int("--seq", 1, 1 << 20);
+        if (!cli.has_value("--data")) fail_usage("--task mix needs --data DIR (or FILE,FILE,...)");
+        if (cli.has_value("--tokenizer")) bpe = std::make_shared<BPE>(BPE::load(cli.get("--tokenizer")));
+        corpus = corpus_load(cli.get("--data"), bpe.get(), 0.1, T + 1);
+        mix = {T, (int)cli.get_int("--l-start", 1, 1 << 20), (int)cli.get_int("--l-finish", 1, 1 << 20), cli.get_double("--two-texts", 0, 1)};
+        if (mix.l_finish < mix.l_start || mix.l_finish >= T)
+            fail_usage(strfmt("--l-finish: need --l-start <= --l-finish < --seq (%d), got %d and %d", T, mix.l_start, mix.l_finish));
+        V = corpus.V;
     }
     int maxT = (int)cli.get_int("--max-T", 0, 1 << 20);
     max_T = maxT > 0 ? maxT : T;
@@ -56,12 +71,17 @@ Task::Task(const Cli& cli, int B_, uint64_t seed)
         if (kind == "arith") val.push_back(arith_batch(arith, B, val_rng_, &val_samples[i]));
         if (kind == "linreg") val.push_back(linreg_batch(linreg, B, val_rng_));
         if (kind == "text") val.push_back(text_batch(text.val, B, T, val_rng_));
+        if (kind == "mix") {
+            val_mix.emplace_back();
+            val.push_back(mixture_batch(corpus, true, mix, B, val_rng_, &val_mix.back()));
+        }
     }
 }
 
 Batch Task::next_batch() {
     if (kind == "arith") return arith_batch(arith, B, train_rng_);
     if (kind == "linreg") return linreg_batch(linreg, B, train_rng_);
+    if (kind == "mix") return mixture_batch(corpus, false, mix, B, train_rng_);
     return text_batch(text.train, B, T, train_rng_);
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "data/arith.h"
 #include "data/batch.h"
 #include "data/linreg.h"
+#include "data/mixture.h"
 #include "data/text.h"
 #include "engine/checkpoint.h"
 #include "engine/cli.h"
@@ -35,15 +37,18 @@
 namespace icl {
 
 void add_task_flags(Cli& cli);        // --task --data
-void add_task_shape_flags(Cli& cli);  // --max-T --seq, the arith and linreg sizes
+void add_task_shape_flags(Cli& cli);  // --max-T --seq, the arith, linreg and mix sizes, --tokenizer
 void add_train_flags(Cli& cli);       // optimizer schedule, evaluation and checkpoint cadence (--eval-batches 4)
 
 struct Task {
-    std::string kind;             // arith | linreg | text
+    std::string kind;             // arith | linreg | text | mix
     int B = 0;                    // sequences per batch
     ArithConfig arith;
     LinRegConfig linreg;
     TextData text;
+    Corpus corpus;                // mix: categorized text (data/mixture.h)
+    MixConfig mix;
+    std::shared_ptr<BPE> bpe;     // mix: --tokenizer (null: bytes)
     int T = 0;                    // input positions per sequence
     int V = 0;                    // token vocabulary (0 = vector input)
     int d_in = 0, d_out = 0;      // linreg: input / target vector widths (0 otherwise)
@@ -51,6 +56,7 @@ struct Task {
     int eval_batches = 0;
     std::vector<Batch> val;                              // (eval_batches) the fixed validation set
     std::vector<std::vector<ArithSample>> val_samples;  // arith: the sequences behind each val batch
+    std::vector<std::vector<MixSample>> val_mix;        // mix: the parts of each val sequence
 
     // Reads the task flags (bad values -> usage errors) and, for text, loads --data. The training stream
     // and the validation set come from Rng(seed).split(101) and .split(202).

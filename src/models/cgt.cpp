@@ -270,6 +270,12 @@ real* CGT<real>::x_pass_forward(const std::string& pre, int Bp, int Tp, const in
         const std::string h = pre + "h." + std::to_string(b) + ".", ph = "h." + std::to_string(b) + ".";
         // x = x + Attn(T^att(LN1(x); y)) ;  x = x + MLP(T^mlp(LN2(x); y))   (no T^κ in blocks < ℓ)
         x = block_forward(s, h, ph, x, x_block_run(b, Bp, Tp, ygen, nullptr));
+        if (patch_now_)
+            for (const Patch& pt : patches)  // task-vector patching (forward_with_y only)
+                if (pt.block == b) {
+                    if (pt.row < 0 || pt.row >= (int64_t)N || pt.value.size() != (size_t)dx) fail("patch: row or width out of range");
+                    s.upload(s.acts, s.atable.offset(h + "res3") + (size_t)pt.row * dx, pt.value.data(), dx);
+                }
         if (with_y_stream && b < cfg.ell) {
             // y = y + Attn_y([LN1x(x), LN1y(y)]) ;  y = y + MLP_y([LN2x(x), LN2y(y)])   (x never reads y)
             y = block_forward(s, h + "y.", ph + "y.", y, y_block_run(h, Bp, Tp));
@@ -533,8 +539,10 @@ std::vector<real> CGT<real>::forward_with_y(const Batch& bt, const std::vector<r
     const Device dev = s.dev;
     upload_inputs(bt, a_tokens_, a_vectors_, a_pos_, a_targets_, a_tvecs_);
     if (gen) s.upload(s.acts, s.atable.offset("aux.ytilde"), y_pos.data(), y_pos.size());
+    patch_now_ = !patches.empty();
     real* xf = x_pass_forward("aux.", bt.B, bt.T, a_tokens_.ptr, a_vectors_.ptr, bt.pos.empty() ? nullptr : a_pos_.ptr,
                               gen ? s.act("aux.ytilde") : nullptr, false);
+    patch_now_ = false;
     head_forward("aux.", bt.B * bt.T, xf);
     (void)dev;
     return s.fetch_act(cfg.d_out > 0 ? "aux.pred" : "aux.logits");

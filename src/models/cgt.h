@@ -116,6 +116,16 @@ struct CGT {
     // Mode 5: one y (B,d_y) for every position (taken from another document).
     std::vector<real> transplant_outputs(const Batch& batch, const std::vector<real>& y_fixed);
 
+    // Activation patching (the task-vector baseline, models/cgt_eval.h): forward_with_y overwrites row `row`
+    // (= b·T + t) of the x residual after block `block` (aux.h.<block>.res3) with `value` (d_x) before the next
+    // block reads it. Only forward_with_y (and the modes built on it) applies patches; training never does.
+    struct Patch {
+        int block = 0;
+        int64_t row = 0;
+        std::vector<real> value;  // (d_x)
+    };
+    std::vector<Patch> patches;
+
     // Folding (spec §1.6): the x-only GPT with Wqkv' = Wqkv(I + D_w), bqkv' = bqkv + Wqkv·d_b (same for W1)
     // for one frozen ỹ (d_y).
     void fold_into(GPT<real>& gpt, const std::vector<real>& ytilde);
@@ -144,7 +154,7 @@ private:
     std::vector<float> aux_mask_;
     double logdetK_ = 0;
     int kinv_T_ = -1;
-    bool has_pos_ = false, has_aux_ = false, has_targets_ = false;
+    bool has_pos_ = false, has_aux_ = false, has_targets_ = false, patch_now_ = false;
     Batch aux_batch_;
 };
 
