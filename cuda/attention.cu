@@ -137,4 +137,47 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     }
 }
 
+// ---- kv_attention_step: one query row against a KV cache (token-by-token decoding) -------------------------
+// CPU reference: src/layers/kv_attention.h. cache (n,3C) = [q | k | v] rows of positions 0..n−1, the current
+// token last. For every head h:  s_j = q·k_j/√hs,  a_j = softmax_j(s) → att (NH,n),  out_h = Σ_j a_j v_j.
+// One block per head: the threads stride over j for the scores, two block reductions give max and sum, then
+// each thread owns output channels i (stride blockDim) and sums a_j v_j[i] over j in order (deterministic).
+__global__ void kv_attention_step_kernel(float* out, float* att, const float* cache, int n, int C, int hs, float scale) {
+    __shared__ float red[32];
+    const int h = blockIdx.x;
+    const int64_t C3 = 3 * (int64_t)C;
+    const float* q = cache + (int64_t)(n - 1) * C3 + (int64_t)h * hs;  // (hs) the current row's query
+    float* a = att + (int64_t)h * n;                                    // (n)
+    float maxv = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        const float* k = cache + (int64_t)j * C3 + C + (int64_t)h * hs;  // (hs)
+        float s = 0.0f;
+        for (int i = 0; i < hs; i++) s += q[i] * k[i];
+        a[j] = scale * s;
+        maxv = fmaxf(maxv, a[j]);
+    }
+    maxv = block_max(maxv, red);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        a[j] = expf(a[j] - maxv);
+        sum += a[j];
+    }
+    sum = block_sum(sum, red);  // its __syncthreads() also publishes every a[j] to the whole block
+    const float inv = 1.0f / sum;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) a[j] *= inv;
+    __syncthreads();
+    for (int i = threadIdx.x; i < hs; i += blockDim.x) {
+        float o = 0.0f;
+        for (int j = 0; j < n; j++) o += a[j] * cache[(int64_t)j * C3 + 2 * C + (int64_t)h * hs + i];
+        out[(int64_t)h * hs + i] = o;
+    }
+}
+
+void kv_attention_step(float* out, float* att, const float* cache, int n, int C, int NH) {
+    ICL_ASSERT(NH > 0 && C % NH == 0 && n > 0);
+    const int hs = C / NH;
+    kv_attention_step_kernel<<<NH, 128>>>(out, att, cache, n, C, hs, 1.0f / sqrtf((float)hs));
+    launchCheck("kv_attention_step_kernel");
+}
+
 }  // namespace icl::cuda

@@ -305,6 +305,24 @@ TEST_CASE("cuda kernels: causal softmax attention forward and backward") {
     }
 }
 
+TEST_CASE("cuda kernels: single-query attention against a KV cache (decoding step)") {
+    REQUIRE_GPU_OR_SKIP();
+    struct Shape3 { int n, C, NH; };
+    for (Shape3 s : {Shape3{1, 12, 3}, Shape3{37, 48, 3}, Shape3{300, 64, 4}, Shape3{129, 256, 2}}) {
+        const int n = s.n, C = s.C, NH = s.NH;
+        CAPTURE(n);
+        Rng r(707 + n);
+        const Vec cache = rnd((size_t)n * 3 * C, r, -1.5, 1.5);
+        Vec out(C), att((size_t)NH * n);
+        icl::kv_attention_step(out.data(), att.data(), cache.data(), n, C, NH);
+        auto gcache = up(cache);
+        auto gout = poisoned(out.size()), gatt = poisoned(att.size());
+        op::kv_attention_step<float>(GPU, gout.ptr, gatt.ptr, gcache.ptr, n, C, NH);
+        check_close("kv_attention_step out", out, down(gout, out.size()));
+        check_close("kv_attention_step att", att, down(gatt, att.size()));
+    }
+}
+
 TEST_CASE("cuda kernels: softmax cross-entropy (ignored rows, masked weights) and MSE") {
     REQUIRE_GPU_OR_SKIP();
     const int N = 37, V = 301, D = 5;

@@ -335,11 +335,10 @@ void kernel_attention_step(Device dev, real* out, real* S, real* z, const real* 
     icl::kernel_attention_step(out, S, z, qkv, pos, C, NH, eps);
 }
 // ---- single-query softmax attention against a KV cache (token-by-token decoding; src/layers/kv_attention.h) ----
-// CPU only for now: there is no CUDA kernel yet (decoding a CUDA model needs its parameters on the host).
 template <typename real>
 void kv_attention_step(Device dev, real* out, real* att, const real* cache, int n, int C, int NH) {
     OpTimer timer_("kv attention step", dev);
-    ICL_ASSERT_MSG(dev == Device::cpu, "kv_attention_step: CPU only (no CUDA kernel)");
+    ON_GPU(kv_attention_step(out, att, cache, n, C, NH));
     icl::kv_attention_step(out, att, cache, n, C, NH);
 }
 // ---- attention modifications of the representation-learning lens (src/layers/attention_mods.h) ----

@@ -715,7 +715,7 @@ template struct CGT<double>;
 template <typename real>
 CGTStream<real>::CGTStream(CGT<real>& model) : m_(model) {
     const CGTConfig& c = m_.cfg;
-    if (m_.s.dev != Device::cpu) fail("streaming decode runs on the CPU only (no CUDA single-query attention yet)");
+    if (m_.s.dev != Device::cpu) fail("streaming decode runs on the CPU only (its per-token buffers live on the host): load the model with --device cpu");
     const size_t T = (size_t)c.maxT, W = (size_t)std::max(c.dx, c.dy), Wu = (size_t)c.dx + std::max(c.dy, 0);
     auto site = [&](Site& s) {
         s.ln.resize(W); s.mean.resize(1); s.rstd.resize(1); s.mix.resize(Wu);
