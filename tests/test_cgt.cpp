@@ -53,16 +53,7 @@ Batch tiny_arith(int B, int T, uint64_t seed) {
 
 // Random parameters everywhere (L templates non-zero, so y matters); LN gains around 1.
 template <typename Model>
-void randomize(Model& m, uint64_t seed, double std) {
-    std::vector<double> p(m.s.ptable.total);
-    Rng r(seed);
-    fill_normal(p.data(), p.size(), r, 0.0, std);
-    for (size_t i = 0; i < m.s.ptable.size(); i++)
-        if (m.s.ptable.specs[i].init == Init::ones)
-            for (int64_t k = 0; k < m.s.ptable.specs[i].numel(); k++) p[m.s.ptable.offsets[i] + k] += 1;
-    std::vector<std::remove_reference_t<decltype(*m.s.params.ptr)>> q(p.begin(), p.end());
-    m.s.upload(m.s.params, 0, q.data(), q.size());
-}
+void randomize(Model& m, uint64_t seed, double std) { m.s.randomize_params(seed, std); }
 
 void set_param(CGT<double>& m, const std::string& name, double v) {
     std::vector<double> z(m.s.ptable.spec(name).numel(), v);

@@ -349,15 +349,7 @@ Batch tiny_prompts(int B, uint64_t seed, double noise = 0.0) {
 }
 
 template <typename Model>
-void randomize_params(Model& m, uint64_t seed, double std) {
-    std::vector<double> p(m.s.ptable.total);
-    Rng r(seed);
-    fill_normal(p.data(), p.size(), r, 0.0, std);
-    for (size_t i = 0; i < m.s.ptable.size(); i++)
-        if (m.s.ptable.specs[i].init == Init::ones)
-            for (int64_t k = 0; k < m.s.ptable.specs[i].numel(); k++) p[m.s.ptable.offsets[i] + k] += 1;
-    m.s.upload(m.s.params, 0, p.data(), p.size());
-}
+void randomize_params(Model& m, uint64_t seed, double std) { m.s.randomize_params(seed, std); }
 
 std::vector<AttnMods> model_variants() {
     std::vector<AttnMods> v;

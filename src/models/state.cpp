@@ -45,6 +45,18 @@ void ModelState<real>::init_params(uint64_t seed) {
 }
 
 template <typename real>
+void ModelState<real>::randomize_params(uint64_t seed, double std) {
+    std::vector<double> p(ptable.total);
+    Rng r(seed);
+    fill_normal(p.data(), p.size(), r, 0.0, std);
+    for (size_t i = 0; i < ptable.size(); i++)
+        if (ptable.specs[i].init == Init::ones)
+            for (int64_t k = 0; k < ptable.specs[i].numel(); k++) p[ptable.offsets[i] + k] += 1;
+    const std::vector<real> q(p.begin(), p.end());
+    upload(params, 0, q.data(), q.size());
+}
+
+template <typename real>
 void ModelState<real>::alloc_acts() {
     if (acts.n < atable.total) acts = Buffer<real>(dev, atable.total);
     if (dacts.n < gtable.total) dacts = Buffer<real>(dev, gtable.total);

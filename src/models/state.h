@@ -38,6 +38,9 @@ struct ModelState {
     // --- allocation and init ---
     void alloc_params();                     // params, grads, m, v for ptable (zeroed)
     void init_params(uint64_t seed);         // by each spec's Init; computed on the host, then uploaded
+    // For tests and checks that need every parameter to matter: N(0, std²) everywhere, plus 1 on the
+    // parameters whose Init is ones (layer-norm gains around 1). Drawn in double, then rounded to real.
+    void randomize_params(uint64_t seed, double std);
     void alloc_acts();                       // (re)allocate acts/dacts for the current atable if it grew
 
     // --- named views (device pointers) ---

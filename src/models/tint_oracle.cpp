@@ -322,15 +322,7 @@ OracleOutput<real> oracle_a(const GPT<real>& aux, const TintConfig& c, const Tin
 }
 
 template <typename real>
-void tint_random_aux(GPT<real>& m, uint64_t seed, double std) {
-    std::vector<real> p(m.s.ptable.total);
-    Rng r(seed);
-    fill_normal(p.data(), p.size(), r, 0.0, std);
-    for (size_t i = 0; i < m.s.ptable.size(); i++)
-        if (m.s.ptable.specs[i].init == Init::ones)
-            for (int64_t k = 0; k < m.s.ptable.specs[i].numel(); k++) p[m.s.ptable.offsets[i] + k] += 1;
-    m.s.upload(m.s.params, 0, p.data(), p.size());
-}
+void tint_random_aux(GPT<real>& m, uint64_t seed, double std) { m.s.randomize_params(seed, std); }
 
 template <typename real>
 OracleOutput<real> oracle_b(GPT<real>& aux, const Batch& batch, double eta, int k, int s, bool all) {
