@@ -21,6 +21,7 @@
 
 namespace icl {
 enum class MixFn;  // src/layers/generator.h: tanh = 0, softmax = 1
+struct AttnMods;   // src/layers/attention_mods_shared.h
 }
 
 namespace icl::cuda {
@@ -54,6 +55,17 @@ void attention_forward(float* out, float* att, float* scratch, const float* qkv,
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int C, int NH);
 // one query row against a KV cache (decoding; src/layers/kv_attention.h)
 void kv_attention_step(float* out, float* att, const float* cache, int n, int C, int NH);
+
+// ---- attention_mods.cu: regularized / negative-sample attention, the augmented model's qkv adapters -------
+// (spec/duallens.md §4; src/layers/attention_mods.h)
+void attention_mod_forward(float* out, float* att, float* scratch, const float* qkv, const float* sim_src, const AttnMods& m, uint64_t seed,
+                           int B, int T, int C, int NH, int Cs);
+void attention_mod_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, const float* sim_src,
+                            const AttnMods& m, uint64_t seed, int B, int T, int C, int NH, int Cs);
+void qkv_adapter_forward(float* qkv, float* z, float* u, const float* inp, const float* A, const float* Bw, double c, int slot, int N,
+                         int Cin, int C, int dh);
+void qkv_adapter_backward(float* dinp, float* dA, float* dB, float* dz, const float* dqkv, const float* inp, const float* z, const float* u,
+                          const float* A, const float* Bw, double c, int slot, int N, int Cin, int C, int dh);
 
 // ---- loss.cu: fused softmax + cross-entropy, MSE ---------------------------------------------------------
 void crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int N, int V);

@@ -62,7 +62,7 @@ void register_flags(Cli& cli) {
         "  duallens features                                # PRF error vs d_r (log-log plot)\n"
         "  nice duallens experiment --threads 1             # R5, both models, all sweeps, 3 seeds (tens of minutes)\n"
         "  duallens experiment --models m1 --families baseline,negative --noises 0 --seeds 2\n"
-        "The modified attentions are also a flag of train_gpt: --attn-mod regularized|augmented|negative (see its --help).");
+        "The modified attentions are also a flag of train_gpt and train_cgt: --attn-mod regularized|augmented|negative (see their --help).");
 }
 
 std::string run_dir(const Cli& cli, const std::string& sub) {
@@ -580,7 +580,8 @@ int run(int argc, char** argv) {
     apply_threads(cli);
     Device dev = parse_device(cli.get("--device"));
     require_device(dev);
-    if (dev != Device::cpu) fail("duallens: the dual checks are fp64 CPU code and the attention modifications have no CUDA kernel yet; use --device cpu");
+    if (dev != Device::cpu) fail("duallens: the dual checks and the experiment run on the CPU; use --device cpu (the modified attentions run on the GPU "
+                                 "through train_gpt --attn-mod ... --device cuda)");
     const std::string sub = cli.args()[0];
     if (sub == "check") return cmd_check(cli);
     if (sub == "features") return cmd_features(cli);

@@ -8,6 +8,7 @@
 #include "engine/cli.h"
 #include "engine/run.h"
 #include "layers/dispatch.h"
+#include "models/attn_mod.h"
 #include "models/cgt.h"
 #include "models/cgt_experiment.h"
 #include "models/trainer.h"
@@ -36,6 +37,7 @@ void register_flags(Cli& cli) {
     cli.flag("--beta", "0.01", "VAE KL weight β");
     cli.flag("--nu-K", "0.03", "GP prior: ν_K (𝒦 = ν_K·I + (1−ν_K)·RBF)");
     cli.flag("--lambda", "0.1", "GP prior: RBF length λ as a fraction of the sequence length");
+    add_attn_mod_flags(cli);  // the x stream's attention (models/attn_mod.h, spec/duallens.md §4)
     add_task_shape_flags(cli);
     add_train_flags(cli);
     cli.set_default("--eval-batches", "2");
@@ -134,6 +136,10 @@ int run(int argc, char** argv) {
     cfg.M = (int)cli.get_int("--templates", 1, 4096);
     cfg.h = cli.get_choice("--mix", {"tanh", "softmax"}) == "tanh" ? MixFn::tanh : MixFn::softmax;
     cfg.vae = cli.get_bool("--vae");
+    cfg.mod = attn_mods_from_cli(cli);
+    if (cli.has_value("--load"))
+        for (const char* f : attn_mod_flag_names())
+            if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from --load; drop the flag");
     if (cli.has_value("--load"))
         cfg = checkpoint_config<CGTConfig>(cli, task, "cgt", {"--layers", "--ell", "--dx", "--dy", "--heads", "--heads-y", "--rank",
                                                               "--templates", "--mix", "--vae", "--max-T"});
@@ -152,6 +158,8 @@ int run(int argc, char** argv) {
     const int freeze_at = (int)cli.get_int("--freeze-at", 1, 1 << 20);
     if (fold && freeze_at >= T) fail_usage(strfmt("--freeze-at: must be < the sequence length %d", T));
     if (fold && !cfg.has_y()) fail_usage("--fold: the model has no y stream (--ell 0 or --dy 0)");
+    if (fold && (cfg.mod.adapters_active() || cfg.mod.needs_sim_src()))
+        fail_usage("--fold: not exact with --attn-mod augmented or --attn-sim input (they read T^κ(u; y), which folding moves into the weights)");
     const std::string compare = cli.get("--compare");
     if (!compare.empty()) {
         // several variants × seeds, then the comparison table (models/cgt_experiment.h)

@@ -35,6 +35,7 @@
 #include "engine/npydiff.h"
 #include "engine/rng.h"
 #include "layers/dispatch.h"
+#include "models/attn_mod.h"
 #include "models/cgt.h"
 #include "models/compare_devices.h"
 #include "models/gpt.h"
@@ -302,6 +303,120 @@ TEST_CASE("cuda kernels: causal softmax attention forward and backward") {
         icl::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att32.data(), B, T, C, NH);
         op::attention_backward<float>(GPU, gdqkv.ptr, nullptr, gdout.ptr, gqkv.ptr, satt.ptr, B, T, C, NH);
         check_close("attention_backward dqkv", dqkv, down(gdqkv, dqkv.size()));
+    }
+}
+
+TEST_CASE("cuda kernels: attention modifications (regularized, negative all / lowsim / random), forward and backward (I19)") {
+    REQUIRE_GPU_OR_SKIP();
+    set_tf32(false);
+    // every variant of spec/duallens.md §4 the layer has, including k >= T (the whole window) and α with β
+    struct V { const char* name; AttnMods m; };
+    std::vector<V> vs;
+    AttnMods m;
+    m.alpha = 0.3;
+    vs.push_back({"regularized a=0.3", m});
+    m = AttnMods();
+    m.beta = 0.7;
+    m.rule = NegRule::all;
+    vs.push_back({"negative all b=0.7", m});
+    m.rule = NegRule::lowsim;
+    m.sim = NegSim::key;
+    m.k = 3;
+    vs.push_back({"negative lowsim-3 key", m});
+    m.sim = NegSim::score;
+    m.k = 2;
+    vs.push_back({"negative lowsim-2 score", m});
+    m.sim = NegSim::input;
+    m.k = 4;
+    vs.push_back({"negative lowsim-4 input", m});
+    m.sim = NegSim::key;
+    m.k = 64;
+    vs.push_back({"negative lowsim-64 key (every visible token)", m});
+    m.rule = NegRule::random;
+    m.k = 3;
+    vs.push_back({"negative random-3", m});
+    m.k = 5;
+    m.alpha = 0.2;
+    vs.push_back({"negative random-5 + regularized a=0.2", m});
+    struct Shape4 { int B, T, C, NH; };
+    for (Shape4 sh : {Shape4{2, 37, 48, 3}, Shape4{3, 20, 40, 2}}) {
+        const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, Cs = 7;
+        for (const V& v : vs) {
+            CAPTURE(T);
+            CAPTURE(v.name);
+            Rng r(1111 + T);
+            const uint64_t seed = 0xABCDEF + (uint64_t)T;
+            // inputs rounded to float: the neighbour similarities (double sums of exact float products) and the random
+            // priorities are then bit-identical on both devices, so both pick the same neighbours
+            const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.5, 1.5), xs = rnd((size_t)B * T * Cs, r), dout = rnd((size_t)B * T * C, r);
+            Vec out((size_t)B * T * C), att((size_t)B * NH * T * T), scratch(attention_scratch_size(B, T, C, NH));
+            icl::attention_mod_forward(out.data(), att.data(), scratch.data(), qkv.data(), xs.data(), v.m, seed, B, T, C, NH, Cs);
+            auto gqkv = up(qkv), gxs = up(xs), gdout = up(dout);
+            auto gout = poisoned(out.size()), gatt = poisoned(att.size());
+            op::attention_mod_forward<float>(GPU, gout.ptr, gatt.ptr, nullptr, gqkv.ptr, gxs.ptr, v.m, seed, B, T, C, NH, Cs);
+            const Vec got = down(gout, out.size());
+            check_close("attention_mod_forward out", out, got);
+            check_close("attention_mod_forward att", att, down(gatt, att.size()));
+            // deterministic: the same bits again
+            auto gout2 = poisoned(out.size()), gatt2 = poisoned(att.size());
+            op::attention_mod_forward<float>(GPU, gout2.ptr, gatt2.ptr, nullptr, gqkv.ptr, gxs.ptr, v.m, seed, B, T, C, NH, Cs);
+            CHECK(down(gout2, out.size()) == got);
+            // backward from the CPU's saved probabilities; accumulates into random dqkv
+            const Vec att32 = f32(att);
+            auto satt = up(att32);
+            Vec dqkv = rnd(qkv.size(), r);
+            auto gdqkv = up(dqkv);
+            icl::attention_mod_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att32.data(), xs.data(), v.m, seed, B, T, C, NH, Cs);
+            op::attention_mod_backward<float>(GPU, gdqkv.ptr, nullptr, gdout.ptr, gqkv.ptr, satt.ptr, gxs.ptr, v.m, seed, B, T, C, NH, Cs);
+            check_close("attention_mod_backward dqkv", dqkv, down(gdqkv, dqkv.size()));
+        }
+    }
+    // the random rule really depends on the seed on the GPU too (another seed, another output)
+    AttnMods rm;
+    rm.beta = 1.0;
+    rm.rule = NegRule::random;
+    rm.k = 2;
+    const int B = 1, T = 16, C = 8, NH = 2;
+    Rng r(1212);
+    const Vec qkv = rnd((size_t)B * T * 3 * C, r);
+    auto gqkv = up(qkv);
+    auto o1 = poisoned((size_t)B * T * C), o2 = poisoned((size_t)B * T * C), a = poisoned((size_t)B * NH * T * T);
+    op::attention_mod_forward<float>(GPU, o1.ptr, a.ptr, nullptr, gqkv.ptr, nullptr, rm, 1, B, T, C, NH, 0);
+    op::attention_mod_forward<float>(GPU, o2.ptr, a.ptr, nullptr, gqkv.ptr, nullptr, rm, 2, B, T, C, NH, 0);
+    CHECK(down(o1, (size_t)B * T * C) != down(o2, (size_t)B * T * C));
+}
+
+TEST_CASE("cuda kernels: augmented attention's qkv adapters (keys and values), forward and backward (I19)") {
+    REQUIRE_GPU_OR_SKIP();
+    set_tf32(false);
+    const int N = 37, Cin = 45, C = 24, dh = 7;
+    const double c = 0.7;
+    for (int slot = 1; slot <= 2; slot++) {
+        CAPTURE(slot);
+        Rng r(1313 + slot);
+        const Vec inp = rnd((size_t)N * Cin, r), A = rnd((size_t)dh * Cin, r), Bw = rnd((size_t)C * dh, r), dqkv = rnd((size_t)N * 3 * C, r);
+        // forward: qkv's slot third is updated in place (the other two must stay as they are); z, u are set
+        Vec qkv = rnd((size_t)N * 3 * C, r), z((size_t)N * dh), u((size_t)N * dh);
+        auto gqkv = up(qkv), ginp = up(inp), gA = up(A), gB = up(Bw), gdqkv = up(dqkv);
+        auto gz = poisoned(z.size()), gu = poisoned(u.size());
+        icl::qkv_adapter_forward(qkv.data(), z.data(), u.data(), inp.data(), A.data(), Bw.data(), c, slot, N, Cin, C, dh);
+        op::qkv_adapter_forward<float>(GPU, gqkv.ptr, gz.ptr, gu.ptr, ginp.ptr, gA.ptr, gB.ptr, c, slot, N, Cin, C, dh);
+        check_close("qkv_adapter_forward qkv", qkv, down(gqkv, qkv.size()));
+        check_close("qkv_adapter_forward z", z, down(gz, z.size()));
+        check_close("qkv_adapter_forward u", u, down(gu, u.size()));
+        // backward from the CPU's z, u; dinp, dA, dB accumulate into random values; dz is zero on entry (the contract)
+        const Vec z32 = f32(z), u32 = f32(u);
+        auto sz = up(z32), su = up(u32);
+        Vec dinp = rnd(inp.size(), r), dA = rnd(A.size(), r), dB = rnd(Bw.size(), r), dz(z.size(), 0.0);
+        auto gdinp = up(dinp), gdA = up(dA), gdB = up(dB), gdz = up(dz);
+        icl::qkv_adapter_backward(dinp.data(), dA.data(), dB.data(), dz.data(), dqkv.data(), inp.data(), z32.data(), u32.data(), A.data(),
+                                  Bw.data(), c, slot, N, Cin, C, dh);
+        op::qkv_adapter_backward<float>(GPU, gdinp.ptr, gdA.ptr, gdB.ptr, gdz.ptr, gdqkv.ptr, ginp.ptr, sz.ptr, su.ptr, gA.ptr, gB.ptr, c, slot, N,
+                                        Cin, C, dh);
+        check_close("qkv_adapter_backward dinp", dinp, down(gdinp, dinp.size()));
+        check_close("qkv_adapter_backward dA", dA, down(gdA, dA.size()));
+        check_close("qkv_adapter_backward dB", dB, down(gdB, dB.size()));
+        check_close("qkv_adapter_backward dz", dz, down(gdz, dz.size()));
     }
 }
 
@@ -634,6 +749,52 @@ TEST_CASE("cuda models: CGT (aux pass, R_C, R_D, VAE + KL) and the kernel LM, CP
     KernelLM<double> kref(kc, Device::cpu, 9);
     KernelLM<float> kgpu(kc, GPU, 9);
     check_rows(compare_devices(kref, kgpu, kb, 10, param_std(kc.C), 1e-5, 1e-3), 1e-5, 1e-3);
+}
+
+TEST_CASE("cuda models: GPT and CGT with --attn-mod (regularized, negative, augmented), CPU fp64 vs GPU fp32, every activation and gradient") {
+    REQUIRE_GPU_OR_SKIP();
+    set_tf32(false);
+    // Negative-sample rules whose neighbour choice does not depend on the activations (all, random): the fp64 and fp32
+    // models compute slightly different keys, which could flip a near-tie of the lowsim rule; lowsim is compared on
+    // identical inputs in the kernel test above.
+    std::vector<AttnMods> mods(4);
+    mods[0].alpha = 0.2;
+    mods[1].beta = 0.6;
+    mods[1].rule = NegRule::all;
+    mods[1].alpha = 0.1;
+    mods[2].beta = 0.5;
+    mods[2].rule = NegRule::random;
+    mods[2].k = 3;
+    mods[3].g1 = mods[3].g2 = true;
+    mods[3].c = 0.7;
+    mods[3].dh = 5;
+    for (const AttnMods& mod : mods) {
+        CAPTURE(attn_mods_describe(mod));
+        GPTConfig cfg;
+        cfg.L = 2; cfg.C = 48; cfg.NH = 4; cfg.V = ARITH_VOCAB; cfg.maxT = 64;
+        cfg.mod = mod;
+        const Batch bt = arith_window(3, 45, 11);
+        GPT<double> ref(cfg, Device::cpu, 5);
+        GPT<float> gpu(cfg, GPU, 5);
+        check_rows(compare_devices(ref, gpu, bt, 6, param_std(cfg.C), 1e-5, 1e-3), 1e-5, 1e-3);  // randomized: adapter B != 0 too
+    }
+    // the CGT's x stream takes the same modifications (main pass, aux pass and generators around them)
+    for (int which : {2, 3}) {
+        CAPTURE(attn_mods_describe(mods[which]));
+        CGTConfig cc;
+        cc.L = 3; cc.ell = 1; cc.dx = 24; cc.dy = 8; cc.NHx = 3; cc.NHy = 2; cc.r = 2; cc.M = 3; cc.V = ARITH_VOCAB; cc.maxT = 40;
+        cc.mod = mods[which];
+        const Batch bt = arith_window(3, 33, 13);
+        CGTLoss loss;
+        loss.eta = 0.5; loss.horizon = 6;
+        CGT<double> ref(cc, Device::cpu, 3);
+        CGT<float> gpu(cc, GPU, 3);
+        ref.loss = loss;
+        ref.set_aux_positions({5, 17, 26});
+        gpu.loss = loss;
+        gpu.set_aux_positions({5, 17, 26});
+        check_rows(compare_devices(ref, gpu, bt, 4, param_std(cc.dx), 1e-5, 1e-3), 1e-5, 1e-3);
+    }
 }
 
 TEST_CASE("cuda models: a checkpoint saved on one device loads on the other") {

@@ -475,7 +475,7 @@ TEST_CASE("GPT: zero-strength modifications are bit-exact to the plain model (ad
     }
 }
 
-TEST_CASE("attention mods: config JSON round trip; plain configs unchanged; bad values refused; no CUDA kernel yet") {
+TEST_CASE("attention mods: config JSON round trip; plain configs unchanged; bad values refused") {
     for (const AttnMods& m : model_variants()) {
         GPTConfig c = tiny_gpt(m);
         nlohmann::json j = c.to_json();
@@ -490,12 +490,6 @@ TEST_CASE("attention mods: config JSON round trip; plain configs unchanged; bad 
     bad["attn_mod"]["k"] = 3;
     bad["attn_mod"]["neighbors"] = "nearest";
     CHECK_THROWS_AS(GPTConfig::from_json(bad), Error);
-    CHECK_THROWS_AS(attn_mods_require_cpu(model_variants()[0], Device::cuda), Error);
-    CHECK_NOTHROW(attn_mods_require_cpu(AttnMods(), Device::cuda));
-    std::vector<float> o(4 * 3), a(9), q(4 * 3 * 3, 0.5f);
-    CHECK_THROWS_AS(op::attention_mod_forward(Device::cuda, o.data(), a.data(), (float*)nullptr, q.data(), (const float*)nullptr,
-                                              model_variants()[0], 0, 1, 3, 4, 1, 0),
-                    Error);
 }
 
 TEST_CASE("train_gpt / duallens binaries: --attn-* flags, one-line errors") {
@@ -507,6 +501,8 @@ TEST_CASE("train_gpt / duallens binaries: --attn-* flags, one-line errors") {
         {"train_gpt --attn-beta 0.3", "--attn-beta: only with --attn-mod negative (got --attn-mod none)"},
         {"train_gpt --attn-mod negative --attn-k 0", "--attn-k: must be"},
         {"train_gpt --attn-mod negative --attn-neighbors near", "--attn-neighbors: expected all, lowsim or random"},
+        {"train_cgt --attn-mod regularized --attn-k 2", "--attn-k: only with --attn-mod negative"},
+        {"train_cgt --preset tiny --attn-mod augmented --fold", "--fold: not exact with --attn-mod augmented"},
         {"duallens nonsense", "unknown subcommand 'nonsense'"},
         {"duallens experiment --models m3", "--models: expected m1 and/or m2"},
         {"duallens experiment --families bogus", "--families: unknown family 'bogus'"},
@@ -519,6 +515,14 @@ TEST_CASE("train_gpt / duallens binaries: --attn-* flags, one-line errors") {
         CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
         CHECK(r.out.empty());
     }
+    // --device cuda with a modification: the GPU path exists, so a build without CUDA gives exactly its one line
+    if (!cuda_built()) {
+        Cmd g = run_bin("train_gpt --preset tiny --task linreg --steps 1 --attn-mod negative --attn-neighbors random --device cuda --out /tmp/icl_dual_refused");
+        CHECK(g.code == 2);
+        CHECK(g.err.find("built without CUDA") != std::string::npos);
+        CHECK(std::count(g.err.begin(), g.err.end(), '\n') == 1);
+        CHECK(!std::ifstream("/tmp/icl_dual_refused/summary.json").good());
+    }
     // a short modified run trains and says which modification it used
     char tmpl[] = "/tmp/icl_dual_XXXXXX";
     const std::string dir = mkdtemp(tmpl);
@@ -529,6 +533,14 @@ TEST_CASE("train_gpt / duallens binaries: --attn-* flags, one-line errors") {
     nlohmann::json j;
     f >> j;
     CHECK(j.dump().find("\"neighbors\":\"random\"") != std::string::npos);
+    // the CGT takes the same flags (its x stream's blocks)
+    r = run_bin("train_cgt --preset tiny --steps 2 --eval-seqs 8 --attn-mod negative --attn-alpha 0.1 --attn-neighbors all --out " + dir +
+                "/cgt --threads 1");
+    CHECK(r.code == 0);
+    std::ifstream fc(dir + "/cgt/summary.json");
+    nlohmann::json jc;
+    fc >> jc;
+    CHECK(jc.dump().find("\"neighbors\":\"all\"") != std::string::npos);
     std::system(("rm -rf " + dir).c_str());
 }
 

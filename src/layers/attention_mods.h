@@ -37,8 +37,10 @@
 // sets rebuilt per key token i (per (b,h); one thread per (b,h) pair like attention.h). Every output element
 // is written by one thread in a fixed order: bit-identical for a fixed thread count.
 //
-// Device: CPU (OpenMP) only. There is no CUDA kernel of the modifications yet; op::attention_mod_* in
-// dispatch.h refuses --device cuda with one line.
+// Device: this file is the CPU (OpenMP) reference; cuda/attention_mods.cu has the CUDA kernels of the same
+// functions (op::attention_mod_* / op::qkv_adapter_* in dispatch.h pick one). The neighbour choice (random hash,
+// k-lowest with ties to the smaller j, double-precision similarities) is layers/attention_mods_shared.h, shared by both,
+// so the two devices pick the same neighbours for the same seed.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -51,6 +53,7 @@
 #include "engine/common.h"
 #include "layers/attention.h"
 #include "layers/matmul.h"
+#include "layers/attention_mods_shared.h"
 #include "layers/parallel.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -58,60 +61,11 @@
 
 namespace icl {
 
-enum class NegRule { all, lowsim, random };
-enum class NegSim { key, score, input };
-
-inline const char* neg_rule_name(NegRule r) { return r == NegRule::all ? "all" : r == NegRule::lowsim ? "lowsim" : "random"; }
-inline const char* neg_sim_name(NegSim s) { return s == NegSim::key ? "key" : s == NegSim::score ? "score" : "input"; }
-
-// The options of one attention layer. All zero/false = plain softmax attention.
-struct AttnMods {
-    double alpha = 0;                // regularized: O −= α v_t
-    double beta = 0;                 // negative: v_i → v_i − β·mean_{N_t(i)} v_j
-    NegRule rule = NegRule::lowsim;  // negative: neighbour rule
-    int k = 3;                       // negative lowsim / random: neighbours per token
-    NegSim sim = NegSim::key;        // negative lowsim: similarity
-    bool g1 = false, g2 = false;     // augmented: adapter on the values (g1) / keys (g2)
-    double c = 1;                    // augmented: adapter scale
-    int dh = 16;                     // augmented: adapter hidden width
-
-    bool attention_active() const { return alpha != 0 || beta != 0; }  // the attention op differs from plain
-    bool adapters_active() const { return (g1 || g2) && c != 0; }
-    bool any() const { return attention_active() || adapters_active(); }
-    bool needs_sim_src() const { return beta != 0 && rule == NegRule::lowsim && sim == NegSim::input; }
-};
+// NegRule, NegSim, AttnMods: layers/attention_mods_shared.h
 
 namespace attnmod_detail {
 
-inline uint64_t mix64(uint64_t x) {  // SplitMix64 finalizer
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-// The random rule's priority of neighbour j for token i in (b,h): uniform in [0,1), a pure function of its
-// arguments (the same in forward and backward, on every machine).
-inline double random_priority(uint64_t seed, int b, int h, int i, int j) {
-    const uint64_t key = mix64(mix64(mix64(mix64(seed) ^ (uint64_t)b) ^ (uint64_t)h) ^ (uint64_t)i) ^ (uint64_t)j;
-    return (double)(mix64(key) >> 11) * 0x1.0p-53;
-}
-
-// The k candidates with the lowest score seen so far, ascending (ties: the earlier insert, i.e. the smaller j,
-// since candidates arrive in increasing j).
-struct KLowest {
-    int k = 0, n = 0;
-    double s[64];
-    int j[64];
-    void reset(int k_) { k = k_; n = 0; }
-    void insert(double score, int idx) {
-        if (n == k && !(score < s[n - 1])) return;
-        int p = n < k ? n++ : n - 1;  // the slot freed (or the worst, dropped)
-        while (p > 0 && score < s[p - 1]) { s[p] = s[p - 1]; j[p] = j[p - 1]; p--; }
-        s[p] = score;
-        j[p] = idx;
-    }
-};
+// mix64, random_priority, KLowest, dot_double: layers/attention_mods_shared.h (shared with the CUDA kernels)
 
 // One (b,h) slice's views.
 template <typename real>
@@ -132,16 +86,14 @@ inline double neighbour_score(const Head<real>& H, const AttnMods& m, uint64_t s
         case NegSim::score: a = H.q + (size_t)i * H.C3; c = H.k + (size_t)j * H.C3; n = H.hs; break;
         default: a = H.x + (size_t)i * H.Cs; c = H.x + (size_t)j * H.Cs; n = H.Cs; break;
     }
-    double d = 0;
-    for (int e = 0; e < n; e++) d += (double)a[e] * (double)c[e];
-    return d;
+    return dot_double(a, c, n);
 }
 
 // Calls visit(t, i, set) for every query t >= i and key i with a non-empty k-set N_t(i) (lowsim / random).
 template <typename real, typename Visit>
 void for_each_kset(const Head<real>& H, const AttnMods& m, uint64_t seed, int b, int h, Visit&& visit) {
     KLowest set;
-    const int kk = std::min(m.k, 64);
+    const int kk = std::min(m.k, KLOWEST_MAX);
     std::vector<double> score(H.T);
     for (int i = 0; i < H.T; i++) {
         set.reset(kk);

@@ -342,36 +342,32 @@ void kv_attention_step(Device dev, real* out, real* att, const real* cache, int 
     icl::kv_attention_step(out, att, cache, n, C, NH);
 }
 // ---- attention modifications of the representation-learning lens (src/layers/attention_mods.h) ----
-// CPU only for now: no CUDA kernel of the variants yet; Device::cuda gets one line (exit 1), not a crash.
-inline void attention_mods_cpu_only(Device dev) {
-    if (dev != Device::cpu) fail("--attn-mod: the attention modifications have no CUDA kernel yet; run with --device cpu");
-}
 template <typename real>
 void attention_mod_forward(Device dev, real* out, real* att, real* scratch, const real* qkv, const real* sim_src, const AttnMods& m,
                            uint64_t seed, int B, int T, int C, int NH, int Cs) {
     OpTimer timer_("attention mod fwd", dev);
-    attention_mods_cpu_only(dev);
+    ON_GPU(attention_mod_forward(out, att, scratch, qkv, sim_src, m, seed, B, T, C, NH, Cs));
     icl::attention_mod_forward(out, att, scratch, qkv, sim_src, m, seed, B, T, C, NH, Cs);
 }
 template <typename real>
 void attention_mod_backward(Device dev, real* dqkv, real* scratch, const real* dout, const real* qkv, const real* att, const real* sim_src,
                             const AttnMods& m, uint64_t seed, int B, int T, int C, int NH, int Cs) {
     OpTimer timer_("attention mod bwd", dev);
-    attention_mods_cpu_only(dev);
+    ON_GPU(attention_mod_backward(dqkv, scratch, dout, qkv, att, sim_src, m, seed, B, T, C, NH, Cs));
     icl::attention_mod_backward(dqkv, scratch, dout, qkv, att, sim_src, m, seed, B, T, C, NH, Cs);
 }
 template <typename real>
 void qkv_adapter_forward(Device dev, real* qkv, real* z, real* u, const real* inp, const real* A, const real* Bw, double c, int slot, int N,
                          int Cin, int C, int dh) {
     OpTimer timer_("attention adapter fwd", dev);
-    attention_mods_cpu_only(dev);
+    ON_GPU(qkv_adapter_forward(qkv, z, u, inp, A, Bw, c, slot, N, Cin, C, dh));
     icl::qkv_adapter_forward(qkv, z, u, inp, A, Bw, c, slot, N, Cin, C, dh);
 }
 template <typename real>
 void qkv_adapter_backward(Device dev, real* dinp, real* dA, real* dB, real* dz, const real* dqkv, const real* inp, const real* z, const real* u,
                           const real* A, const real* Bw, double c, int slot, int N, int Cin, int C, int dh) {
     OpTimer timer_("attention adapter bwd", dev);
-    attention_mods_cpu_only(dev);
+    ON_GPU(qkv_adapter_backward(dinp, dA, dB, dz, dqkv, inp, z, u, A, Bw, c, slot, N, Cin, C, dh));
     icl::qkv_adapter_backward(dinp, dA, dB, dz, dqkv, inp, z, u, A, Bw, c, slot, N, Cin, C, dh);
 }
 #undef ON_GPU

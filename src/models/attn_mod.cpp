@@ -11,7 +11,7 @@ namespace icl {
 void add_attn_mod_flags(Cli& cli) {
     cli.flag("--attn-mod", "none",
              "attention modification (spec/duallens.md §4): none | regularized (O = PV - alpha V) | augmented (parallel adapters on "
-             "values/keys) | negative (values minus beta x the mean of neighbour values); CPU only");
+             "values/keys) | negative (values minus beta x the mean of neighbour values)");
     cli.flag("--attn-alpha", "", "regularized: alpha (default 0.1); negative: optional extra -alpha V (default 0)");
     cli.flag("--attn-beta", "0.5", "negative: beta");
     cli.flag("--attn-neighbors", "lowsim", "negative: neighbour rule all | lowsim (k least similar) | random (k random), visible tokens only");
@@ -151,11 +151,6 @@ std::string attn_mods_describe(const AttnMods& m) {
     if (m.alpha != 0) add(strfmt("regularized a=%g", m.alpha));
     if (m.g1 || m.g2) add(strfmt("augmented %s c=%g dh=%d", m.g1 && m.g2 ? "g1+g2" : m.g1 ? "g1" : "g2", m.c, m.dh));
     return s.empty() ? "plain" : s;
-}
-
-void attn_mods_require_cpu(const AttnMods& m, Device dev) {
-    if (attn_mods_configured(m) && dev != Device::cpu)
-        fail("--attn-mod: the attention modifications have no CUDA kernel yet; run with --device cpu");
 }
 
 }  // namespace icl

@@ -17,7 +17,6 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cli.h"
-#include "engine/device.h"
 #include "layers/attention_mods.h"
 
 namespace icl {
@@ -33,7 +32,5 @@ nlohmann::json attn_mods_to_json(const AttnMods& m);
 AttnMods attn_mods_from_json(const nlohmann::json& j);  // refuses bad fields with one line
 void attn_mods_validate(const AttnMods& m);              // usage errors for impossible values
 std::string attn_mods_describe(const AttnMods& m);       // "regularized a=0.1", "negative lowsim-3(input) b=0.5", ...
-// The modifications have no CUDA kernel yet: one line and exit 1 on any device but the CPU.
-void attn_mods_require_cpu(const AttnMods& m, Device dev);
 
 }  // namespace icl

@@ -9,6 +9,7 @@
 
 #include "engine/common.h"
 #include "layers/dispatch.h"
+#include "models/attn_mod.h"
 #include "models/block.h"
 
 namespace icl {
@@ -19,12 +20,15 @@ namespace icl {
 GPTConfig CGTConfig::x_config() const {
     GPTConfig g;
     g.L = L; g.C = dx; g.NH = NHx; g.V = V; g.maxT = maxT; g.d_in = d_in; g.d_out = d_out;
+    g.mod = mod;
     return g;
 }
 
 nlohmann::json CGTConfig::to_json() const {
-    return {{"L", L}, {"ell", ell}, {"dx", dx}, {"dy", dy}, {"NHx", NHx}, {"NHy", NHy}, {"r", r}, {"M", M},
-            {"h", h == MixFn::tanh ? "tanh" : "softmax"}, {"V", V}, {"maxT", maxT}, {"d_in", d_in}, {"d_out", d_out}, {"vae", vae}};
+    nlohmann::json j = {{"L", L}, {"ell", ell}, {"dx", dx}, {"dy", dy}, {"NHx", NHx}, {"NHy", NHy}, {"r", r}, {"M", M},
+                        {"h", h == MixFn::tanh ? "tanh" : "softmax"}, {"V", V}, {"maxT", maxT}, {"d_in", d_in}, {"d_out", d_out}, {"vae", vae}};
+    if (attn_mods_configured(mod)) j["attn_mod"] = attn_mods_to_json(mod);  // only then: plain configs keep their exact JSON
+    return j;
 }
 
 CGTConfig CGTConfig::from_json(const nlohmann::json& j) {
@@ -39,6 +43,7 @@ CGTConfig CGTConfig::from_json(const nlohmann::json& j) {
     c.h = j["h"] == "tanh" ? MixFn::tanh : MixFn::softmax;
     if (!j.contains("vae") || !j["vae"].is_boolean()) fail("CGT config: missing 'vae'");
     c.vae = j["vae"].get<bool>();
+    if (j.contains("attn_mod")) c.mod = attn_mods_from_json(j["attn_mod"]);
     c.validate();
     return c;
 }
@@ -108,6 +113,7 @@ CGT<real>::CGT(const CGTConfig& c, Device dev, uint64_t seed) : cfg(c), rng_(Rng
     s.ptable = cgt_parameters(cfg);
     s.alloc_params();
     s.init_params(seed);
+    seed_ = seed;
 }
 
 // The x stream's blocks: GPT blocks of width d_x; blocks ≥ ℓ put T^κ(u; y) between each LN and its projection.
@@ -115,6 +121,7 @@ static BlockShape x_block_shape(const CGTConfig& c, int b) {
     BlockShape k;
     k.C = c.dx;
     k.NH = c.NHx;
+    k.mod = c.mod;  // --attn-mod (the adapters and the lowsim input similarity read the mix output, T^κ(u; y) in blocks ≥ ℓ)
     if (c.modulated(b)) {
         k.mix = MixKind::generator;
         k.M = c.M;
@@ -144,6 +151,7 @@ BlockRun<real> CGT<real>::x_block_run(int b, int Bp, int Tp, const real* ygen, r
     r.B = Bp;
     r.T = Tp;
     r.scratch = scratch_.ptr;
+    r.mod_seed = seed_ * 0x9E3779B97F4A7C15ull + forwards_;  // the random neighbours of this forward (and its backward)
     r.y = ygen;
     r.dy = dygen;
     r.gscratch = gscratch_.ptr;
@@ -438,6 +446,7 @@ double CGT<real>::forward(const Batch& bt) {
         Ta_new = loss.horizon > 0 ? loss.horizon : bt.T - pmin;
     }
     layout(bt.B, bt.T, Ta_new);
+    if (!hold_random) forwards_++;  // a fresh random-neighbour draw (attention mods), held like the aux positions
     const int N = B * T;
     upload_inputs(bt, d_tokens_, d_vectors_, d_pos_, d_targets_, d_tvecs_);
     has_pos_ = !bt.pos.empty();
@@ -614,6 +623,9 @@ void CGT<real>::fold_into(GPT<real>& g, const std::vector<real>& yt) {
     if (g.cfg.L != xc.L || g.cfg.C != xc.C || g.cfg.NH != xc.NH || g.cfg.V != xc.V || g.cfg.maxT != xc.maxT || g.cfg.d_in != xc.d_in ||
         g.cfg.d_out != xc.d_out)
         fail("fold: the GPT's config is not the CGT's x-only config");
+    if (cfg.mod.adapters_active() || cfg.mod.needs_sim_src())
+        fail("fold: the augmented adapters and the lowsim input similarity read T^κ(u; y), which folding moves into the weights: "
+             "no exact fold with --attn-mod augmented or --attn-sim input");
     const int dx = cfg.dx, dy = cfg.dy, M = cfg.M, r = cfg.r, Mr = M * r;
     if (cfg.has_y() && yt.size() != (size_t)dy) fail("fold: ỹ must have d_y elements");
     for (size_t i = 0; i < g.s.ptable.size(); i++) {
@@ -716,6 +728,7 @@ template <typename real>
 CGTStream<real>::CGTStream(CGT<real>& model) : m_(model) {
     const CGTConfig& c = m_.cfg;
     if (m_.s.dev != Device::cpu) fail("streaming decode runs on the CPU only (its per-token buffers live on the host): load the model with --device cpu");
+    if (c.mod.any()) fail("streaming decode: the attention modifications (--attn-mod) have no single-token path; use the parallel forward");
     const size_t T = (size_t)c.maxT, W = (size_t)std::max(c.dx, c.dy), Wu = (size_t)c.dx + std::max(c.dy, 0);
     auto site = [&](Site& s) {
         s.ln.resize(W); s.mean.resize(1); s.rstd.resize(1); s.mix.resize(Wu);

@@ -46,6 +46,8 @@ struct CGTConfig {
     int V = 16, maxT = 256;     // vocabulary, positions
     int d_in = 0, d_out = 0;    // vector tasks (linear regression): input width, MSE head width
     bool vae = false;           // log-variance head + reparameterized y (spec §3.2)
+    AttnMods mod;               // attention modifications of the x stream's blocks (--attn-mod, spec/duallens.md §4);
+                                // the y stream's attention stays plain
 
     bool has_y() const { return ell > 0 && dy > 0; }
     bool modulated(int b) const { return has_y() && b >= ell; }  // 0-indexed block b
@@ -86,7 +88,7 @@ struct CGT {
     ModelState<real> s;
     int B = 0, T = 0, Ta = 0;    // main (B,T) and aux (B,Ta) shapes the activation table is laid out for
     bool train_mode = true;      // VAE: sample y (train) or y = μ (eval)
-    bool hold_random = false;    // reuse the last aux positions and VAE noise (finite-difference checks)
+    bool hold_random = false;    // reuse the last aux positions, VAE noise and random attention neighbours (finite-difference checks)
     std::vector<int> aux_p;      // (B) first remainder position of the last forward's aux pass (-1 = none)
     // the loss parts of the last forward
     double last_ce = 0, last_aux = 0, last_rc = 0, last_rd = 0, last_kl = 0;
@@ -148,6 +150,7 @@ private:
     void aux_inputs(const Batch& bt);
 
     Rng rng_;
+    uint64_t seed_ = 0, forwards_ = 0;  // attention mods, random neighbours: a fresh draw per forward (held with hold_random)
     Buffer<int> d_tokens_, d_targets_, d_pos_, a_tokens_, a_targets_, a_pos_, a_idx_;
     Buffer<real> d_vectors_, d_tvecs_, a_vectors_, a_tvecs_, d_dloss_, a_dloss_, scratch_, gscratch_, d_kinv_, d_eps_, d_ysrc_;
     std::vector<real> dloss_host_, adloss_host_, eps_host_;

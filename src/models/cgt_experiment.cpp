@@ -10,6 +10,7 @@
 #include "engine/common.h"
 #include "engine/plot.h"
 #include "engine/run.h"
+#include "models/attn_mod.h"
 
 namespace icl {
 
@@ -121,6 +122,7 @@ CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, u
     const CGTConfig& cfg = v.cfg;
     const CGTLoss& ls = v.loss;
     o.title = "train_cgt " + v.name + " " + task.kind + strfmt(" (L=%d ℓ=%d d_x=%d d_y=%d)", cfg.L, cfg.ell, cfg.dx, cfg.has_y() ? cfg.dy : 0);
+    if (attn_mods_configured(cfg.mod)) o.title += ", attention " + attn_mods_describe(cfg.mod);
     const int B = task.B, T = task.T;
     CGTFlops fl = model.flops(B, T);
     std::fprintf(stderr,

@@ -99,7 +99,6 @@ GPT<real>::GPT(const GPTConfig& c, Device dev, uint64_t seed) : cfg(c) {
     s.ptable = gpt_parameters(cfg);
     s.alloc_params();
     s.init_params(seed);
-    attn_mods_require_cpu(cfg.mod, dev);
     seed_ = seed;
 }
 
