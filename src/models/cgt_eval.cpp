@@ -12,6 +12,42 @@
 
 namespace icl {
 
+namespace {
+// n (rows,dy) = y / ‖y‖ row by row (in double; +1e-12 keeps a zero row finite).
+std::vector<double> unit_rows(const std::vector<float>& y, size_t rows, int dy) {
+    std::vector<double> n(rows * dy);
+    for (size_t r = 0; r < rows; r++) {
+        double q = 0;
+        for (int i = 0; i < dy; i++) q += (double)y[r * dy + i] * y[r * dy + i];
+        q = std::sqrt(q) + 1e-12;
+        for (int i = 0; i < dy; i++) n[r * dy + i] = y[r * dy + i] / q;
+    }
+    return n;
+}
+// The (T,T) heatmap of ⟨n_s·n_t⟩ averaged over the B sequences of n (B,T,dy), colours in [−1, 1].
+void save_ndot_heatmap(const std::string& path, const std::string& title, const std::vector<double>& n, int B, int T, int dy) {
+    Heatmap h;
+    h.title = title;
+    h.xlabel = "position t";
+    h.ylabel = "position s";
+    h.cbar_label = "cosine";
+    h.rows = h.cols = T;
+    h.values.assign((size_t)T * T, 0.0);
+    h.diverging = true;
+    h.vmin = -1;
+    h.vmax = 1;
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < T; s++)
+            for (int t = 0; t < T; t++) {
+                double d = 0;
+                for (int i = 0; i < dy; i++) d += n[((size_t)b * T + s) * dy + i] * n[((size_t)b * T + t) * dy + i];
+                h.values[(size_t)s * T + t] += d / B;
+            }
+    save_heatmap(path, h);
+}
+}  // namespace
+
+
 // ------------------------------------------------------------------------------------------------------
 // batch surgery
 
@@ -626,14 +662,7 @@ TextEval text_evaluate(CGT<float>& m, const Corpus& cp, const MixConfig& mc, con
         }
         m.forward(mx);
         const std::vector<float> y = m.s.fetch_act(c.vae ? "y_used" : "yl");
-        std::vector<double> n((size_t)B3 * T * dy);
-        for (int b = 0; b < B3; b++)
-            for (int t = 0; t < T; t++) {
-                double q = 0;
-                for (int i = 0; i < dy; i++) q += (double)y[((size_t)b * T + t) * dy + i] * y[((size_t)b * T + t) * dy + i];
-                q = std::sqrt(q) + 1e-12;
-                for (int i = 0; i < dy; i++) n[((size_t)b * T + t) * dy + i] = y[((size_t)b * T + t) * dy + i] / q;
-            }
+        const std::vector<double> n = unit_rows(y, (size_t)B3 * T, dy);  // (B3,T,dy)
         const int bounds[4] = {0, cuts[0], cuts[1], T};
         LinePlot p;
         p.title = title + ": y across two joins (3-text mixtures, mean of 16)";
@@ -661,24 +690,8 @@ TextEval text_evaluate(CGT<float>& m, const Corpus& cp, const MixConfig& mc, con
         for (int k = 0; k < 2; k++) p.series.push_back({"", {(double)cuts[k], (double)cuts[k]}, {-1.0, 1.0}, false, true});
         save_line_plot(dir + "/text_transition.png", p);
         r.files.push_back(dir + "/text_transition.png");
-        Heatmap h;
-        h.title = title + ": <n_s . n_t>, 3-text mixtures (joins at " + std::to_string(cuts[0]) + ", " + std::to_string(cuts[1]) + ")";
-        h.xlabel = "position t";
-        h.ylabel = "position s";
-        h.cbar_label = "cosine";
-        h.rows = h.cols = T;
-        h.values.assign((size_t)T * T, 0.0);
-        h.diverging = true;
-        h.vmin = -1;
-        h.vmax = 1;
-        for (int b = 0; b < B3; b++)
-            for (int s2 = 0; s2 < T; s2++)
-                for (int t = 0; t < T; t++) {
-                    double d = 0;
-                    for (int i = 0; i < dy; i++) d += n[((size_t)b * T + s2) * dy + i] * n[((size_t)b * T + t) * dy + i];
-                    h.values[(size_t)s2 * T + t] += d / B3;
-                }
-        save_heatmap(dir + "/text_ndot.png", h);
+        save_ndot_heatmap(dir + "/text_ndot.png",
+                          title + ": <n_s . n_t>, 3-text mixtures (joins at " + std::to_string(cuts[0]) + ", " + std::to_string(cuts[1]) + ")", n, B3, T, dy);
         r.files.push_back(dir + "/text_ndot.png");
     }
     m.train_mode = tm;
@@ -719,32 +732,8 @@ YAnalysis write_y_analysis(CGT<float>& m, const Batch& bt, const std::string& di
     npy_save(dir + "/yl.npy", y.data(), {B, T, dy});
     a.files.push_back(dir + "/yl.npy");
     // ⟨n_s·n_t⟩ over the batch, n = y/‖y‖
-    std::vector<double> n((size_t)B * T * dy);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            double q = 0;
-            for (int i = 0; i < dy; i++) q += (double)y[((size_t)b * T + t) * dy + i] * y[((size_t)b * T + t) * dy + i];
-            q = std::sqrt(q) + 1e-12;
-            for (int i = 0; i < dy; i++) n[((size_t)b * T + t) * dy + i] = y[((size_t)b * T + t) * dy + i] / q;
-        }
-    Heatmap h;
-    h.title = title + ": <n_s . n_t> (n = y/|y|, batch mean)";
-    h.xlabel = "position t";
-    h.ylabel = "position s";
-    h.cbar_label = "cosine";
-    h.rows = h.cols = T;
-    h.values.assign((size_t)T * T, 0.0);
-    h.diverging = true;
-    h.vmin = -1;
-    h.vmax = 1;
-    for (int b = 0; b < B; b++)
-        for (int s = 0; s < T; s++)
-            for (int t = 0; t < T; t++) {
-                double d = 0;
-                for (int i = 0; i < dy; i++) d += n[((size_t)b * T + s) * dy + i] * n[((size_t)b * T + t) * dy + i];
-                h.values[(size_t)s * T + t] += d / B;
-            }
-    save_heatmap(dir + "/ndot.png", h);
+    const std::vector<double> n = unit_rows(y, (size_t)B * T, dy);  // (B,T,dy)
+    save_ndot_heatmap(dir + "/ndot.png", title + ": <n_s . n_t> (n = y/|y|, batch mean)", n, B, T, dy);
     a.files.push_back(dir + "/ndot.png");
     // traces of the first components of sequence 0
     LinePlot p;
