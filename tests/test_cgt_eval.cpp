@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -405,8 +406,19 @@ TEST_CASE("text_evaluate on a tiny model: finite curves, EMA γ=0 equals special
         CHECK(e.ema[i] == doctest::Approx(e.spec[i]).epsilon(1e-6));
     }
     CHECK(e.transplant.size() == 2);
-    for (const char* f : {"text_loss.png", "text_loss_diff.png", "text_tsne.png", "text_transition.png", "text_ndot.png", "text_transplant.md"})
+    for (const char* f : {"text_loss.png", "text_loss_diff.png", "text_tsne.png", "text_transition.png", "text_ndot.png", "text_transplant.md",
+                          "text_loss.csv"})
         CHECK(std::filesystem::exists(dir + "/" + f));
+    // the CSV holds the curves: a header and one row per position of part 2, starting at the split
+    std::ifstream csv(dir + "/text_loss.csv");
+    std::string line;
+    std::getline(csv, line);
+    CHECK(line == "position,full,uninformed,specialized,ema");
+    std::getline(csv, line);
+    CHECK(line.rfind("10,", 0) == 0);
+    int rows = 1;
+    while (std::getline(csv, line)) rows++;
+    CHECK(rows == 14);
 }
 
 TEST_CASE("train_cgt --compare end to end: a tiny ICL table and an LR table; bad variants exit 2") {
@@ -429,6 +441,9 @@ TEST_CASE("train_cgt --compare end to end: a tiny ICL table and an LR table; bad
     CHECK(sh("--preset tiny --task linreg --d-in 2 --pairs 6 --compare baseline,aux --steps 2 --eval-seqs 4 --freeze-k 2,3 --out " + dir + "/lr") == 0);
     CHECK(slurp(dir + "/lr/table.md").find("frozen after 2 samples") != std::string::npos);
     CHECK(std::filesystem::exists(dir + "/lr/aux-s1/lr_curves.png"));
+    const std::string lrcsv = slurp(dir + "/lr/aux-s1/lr_curves.csv");
+    CHECK(lrcsv.rfind("k,dynamic,frozen_2,frozen_3,bayes\n0,", 0) == 0);  // k = 0: no frozen value yet (empty cells)
+    CHECK(std::count(lrcsv.begin(), lrcsv.end(), '\n') == 7);           // header + k = 0..5
     CHECK(sh("--preset tiny --compare baseline,bogus --out " + dir + "/bad") == 2);
     CHECK(slurp(dir + "/err.txt").find("unknown variant 'bogus'") != std::string::npos);
     CHECK(sh("--preset tiny --compare vae:x --out " + dir + "/bad") == 2);

@@ -577,6 +577,12 @@ TextEval text_evaluate(CGT<float>& m, const Corpus& cp, const MixConfig& mc, con
         }
         save_line_plot(dir + "/text_loss.png", p);
         r.files.push_back(dir + "/text_loss.png");
+        // the numbers behind the plot (unsmoothed): position, full, uninformed, specialized, EMA (nats/token)
+        std::string csv = "position,full,uninformed,specialized,ema\n";
+        for (int t = 0; t < T2; t++)
+            csv += strfmt("%d,%.6g,%.6g,", P + t, r.full[t], r.uninformed[t]) + (gen ? strfmt("%.6g,%.6g", r.spec[t], r.ema[t]) : ",") + "\n";
+        write_file_atomic(dir + "/text_loss.csv", csv);
+        r.files.push_back(dir + "/text_loss.csv");
         if (gen) {
             LinePlot d;
             d.title = title + ": CE differences in part 2 (< 0: better than uninformed)";

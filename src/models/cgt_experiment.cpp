@@ -105,6 +105,20 @@ void plot_lr_curves(const std::string& path, const std::string& title, const LRE
     save_line_plot(path, p);
 }
 
+// The numbers behind plot_lr_curves, one row per k: k, dynamic, frozen_<k0>… (empty where k < k0), bayes.
+void write_lr_csv(const std::string& path, const LREval& e) {
+    auto cell = [](double v) { return std::isfinite(v) ? strfmt(",%.6g", v) : std::string(","); };
+    std::string t = "k,dynamic";
+    for (int k0 : e.freeze_k) t += ",frozen_" + std::to_string(k0);
+    t += ",bayes\n";
+    for (size_t k = 0; k < e.dynamic.size(); k++) {
+        t += std::to_string(k) + cell(e.dynamic[k]);
+        for (size_t f = 0; f < e.frozen.size(); f++) t += cell(k < e.frozen[f].size() ? e.frozen[f][k] : NAN);
+        t += cell(k < e.bayes.size() ? e.bayes[k] : NAN) + "\n";
+    }
+    write_file_atomic(path, t);
+}
+
 }  // namespace
 
 CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, uint64_t seed, const std::string& dir, TrainOptions o,
@@ -177,10 +191,12 @@ CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, u
         s["eval"] = run.lr.to_json();
         plot_lr_curves(dir + "/lr_curves.png", "in-context linear regression: " + v.name, run.lr, nullptr);
         s["plots"].push_back(dir + "/lr_curves.png");
+        write_lr_csv(dir + "/lr_curves.csv", run.lr);
+        s["analysis_files"].push_back(dir + "/lr_curves.csv");
     } else if (task.kind == "mix") {
         run.text = text_evaluate(model, task.corpus, task.mix, eo.text, dir, v.name);
         s["eval"] = run.text.to_json();
-        for (auto& f : run.text.files) s["plots"].push_back(f);
+        for (auto& f : run.text.files) s[f.size() > 4 && f.substr(f.size() - 4) == ".png" ? "plots" : "analysis_files"].push_back(f);
         const MixSample& m0 = task.val_mix[0][0];
         marks.assign(m0.starts.begin() + 1, m0.starts.end());
     }
@@ -430,9 +446,10 @@ int cgt_compare(const Cli& cli, const std::vector<std::string>& variants, const 
             }
             if (task.kind == "mix" && !r.text.full.empty()) {
                 auto mean = [](const std::vector<double>& v) { double a = 0; for (double x : v) a += x / v.size(); return v.empty() ? NAN : a; };
-                std::fprintf(stderr, "  %s seed %llu: mean CE of part 2: full %.4f  uninformed %.4f  specialized %.4f  EMA %.4f  5-NN %.2f\n",
-                             vs[i].name.c_str(), (unsigned long long)(seed + sd), mean(r.text.full), mean(r.text.uninformed), mean(r.text.spec),
-                             mean(r.text.ema), r.text.knn_y);
+                auto num = [](double v, const char* f) { return std::isfinite(v) ? strfmt(f, v) : std::string("–"); };  // – : no y
+                std::fprintf(stderr, "  %s seed %llu: mean CE of part 2: full %.4f  uninformed %.4f  specialized %s  EMA %s  5-NN %s\n",
+                             vs[i].name.c_str(), (unsigned long long)(seed + sd), mean(r.text.full), mean(r.text.uninformed),
+                             num(mean(r.text.spec), "%.4f").c_str(), num(mean(r.text.ema), "%.4f").c_str(), num(r.text.knn_y, "%.2f").c_str());
             }
             if (task.kind == "arith" && !std::isnan(r.icl.base))
                 std::fprintf(stderr, "  %s seed %llu: base %.1f%%  specialized %s  ctx %s  wrong-y %.1f%%%s\n", vs[i].name.c_str(),
