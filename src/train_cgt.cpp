@@ -67,12 +67,13 @@ void register_flags(Cli& cli) {
                {{"--task", "linreg"}, {"--d-in", "16"}, {"--pairs", "64"}, {"--steps", "400000"}, {"--layers", "8"}, {"--ell", "7"},
                 {"--dx", "128"}, {"--dy", "64"}, {"--heads", "8"}, {"--heads-y", "4"}, {"--rank", "4"}, {"--templates", "8"},
                 {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"}, {"--weight-decay", "1e-8"}, {"--eval-every", "5000"}});
-    cli.preset("paper-text", "the paper's text config (L=12 ℓ=8 d_x=128 d_y=128 r=4 M=16, 512 tokens, w_C=0.04 w_D=0.02; a GPU job)",
-               {{"--task", "text"}, {"--seq", "512"}, {"--steps", "400000"}, {"--layers", "12"}, {"--ell", "8"}, {"--dx", "128"}, {"--dy", "128"},
-                {"--heads", "8"}, {"--heads-y", "8"}, {"--rank", "4"}, {"--templates", "16"}, {"--batch", "128"}, {"--lr", "5e-4"},
-                {"--warmup", "10000"}, {"--wc", "0.04"}, {"--wd", "0.02"}, {"--eval-every", "5000"}});
+    cli.preset("paper-text", "the paper's text config: mixtures cut in [256,384] (spec §4.3), L=12 ℓ=8 d_x=128 d_y=128 r=4 M=16, 512 tokens, "
+               "w_C=0.04 w_D=0.02; add --data DIR and --tokenizer FILE (bpe train --vocab 8000); a GPU job",
+               {{"--task", "mix"}, {"--seq", "512"}, {"--l-start", "256"}, {"--l-finish", "384"}, {"--steps", "400000"}, {"--layers", "12"},
+                {"--ell", "8"}, {"--dx", "128"}, {"--dy", "128"}, {"--heads", "8"}, {"--heads-y", "8"}, {"--rank", "4"}, {"--templates", "16"},
+                {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"}, {"--wc", "0.04"}, {"--wd", "0.02"}, {"--eval-every", "5000"}});
     cli.preset("icl-mini", "Table 1 on the CPU: ICL-mini (1 digit, 2 tasks × 4 examples, L=4 ℓ=2 d_x=64 d_y=32), "
-               "baseline / η=1 / aux / aux+reg × 3 seeds (about an hour on 2 cores)",
+               "baseline / η=1 / aux / aux+reg × 3 seeds (31 minutes on 2 cores)",
                {{"--task", "arith"}, {"--n-tasks", "2"}, {"--n-ex", "4"}, {"--digits", "1"}, {"--steps", "2000"}, {"--layers", "4"}, {"--ell", "2"},
                 {"--dx", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"},
                 {"--horizon", "10"}, {"--eval-every", "250"}, {"--compare", "baseline,eta1,aux,aux-reg"}, {"--seeds", "3"}, {"--eval-seqs", "512"}});
