@@ -33,32 +33,17 @@
 #include "models/duallens.h"
 #include "models/fdcheck.h"
 #include "models/gpt.h"
+#include "vec_util.h"
 
 namespace {
 
 using namespace icl;
 using vec = std::vector<double>;
 
-vec randn(size_t n, Rng& rng, double std = 1.0) {
-    vec x(n);
-    fill_normal(x.data(), n, rng, 0.0, std);
-    return x;
-}
-double dot(const vec& a, const vec& b) {
-    double s = 0.0;
-    for (size_t i = 0; i < a.size(); i++) s += a[i] * b[i];
-    return s;
-}
-vec minus(const vec& a, const vec& b) {
-    vec r(a.size());
-    for (size_t i = 0; i < a.size(); i++) r[i] = a[i] - b[i];
-    return r;
-}
-double max_abs_diff(const vec& a, const vec& b) {
-    double m = 0.0;
-    for (size_t i = 0; i < a.size(); i++) m = std::max(m, std::fabs(a[i] - b[i]));
-    return m;
-}
+using icl_test::dot;
+using icl_test::max_abs_diff;
+using icl_test::minus;
+using icl_test::randn;
 template <typename T>
 bool bit_equal(const std::vector<T>& a, const std::vector<T>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
