@@ -227,16 +227,16 @@ std::string column_title(const std::string& v, double eta) {
     return v;
 }
 
-// "77.7% ± 0.8%" (3·SE; the ± part only with ≥ 2 runs), "–" when no run has the value.
-std::string cell(const std::vector<double>& vals, bool percent) {
+// One table cell over the runs of a variant: "mean ± 3·SE" in printf format fmt after scaling by k (the ± part
+// only with ≥ 2 runs), "–" when no run has the value (NaN). E.g. "77.7% ± 0.8%" from fmt "%.1f%%", k 100.
+std::string cell(const std::vector<double>& vals, const char* fmt, double k = 1) {
     MeanSE m = mean_se(vals);
     if (m.n == 0) return "–";
-    const double k = percent ? 100 : 1;
-    const char* fmt = percent ? "%.1f%%" : "%.3f";
     std::string s = strfmt(fmt, m.mean * k);
     if (m.n > 1) s += " ± " + strfmt(fmt, 3 * m.se * k);
     return s;
 }
+std::string cell(const std::vector<double>& vals, bool percent) { return percent ? cell(vals, "%.1f%%", 100) : cell(vals, "%.3f"); }
 
 }  // namespace
 
@@ -320,8 +320,7 @@ std::string lr_table_markdown(const std::vector<std::string>& variants, const st
         for (size_t i = 0; i < variants.size(); i++) {
             std::vector<double> v;
             for (const LREval& e : runs[i]) v.push_back(r.second(e));
-            MeanSE m = mean_se(v);
-            md += m.n == 0 ? " – |" : (m.n > 1 ? strfmt(" %.4g ± %.2g |", m.mean, 3 * m.se) : strfmt(" %.4g |", m.mean));
+            md += " " + cell(v, "%.4g") + " |";
         }
         // the Bayes column: the same row applied to an LREval whose "dynamic" curve is the ridge curve
         const double bay = r.second(LREval{runs[0][0].bayes, {}, {}, runs[0][0].bayes, 0});
@@ -373,8 +372,7 @@ std::string text_table_markdown(const std::vector<std::string>& variants, const 
         for (size_t i = 0; i < variants.size(); i++) {
             std::vector<double> v;
             for (const TextEval& e : runs[i]) v.push_back(r.second(e));
-            MeanSE m = mean_se(v);
-            md += m.n == 0 ? " – |" : (m.n > 1 ? strfmt(" %.4f ± %.4f |", m.mean, 3 * m.se) : strfmt(" %.4f |", m.mean));
+            md += " " + cell(v, "%.4f") + " |";
         }
         md += "\n";
     }
