@@ -382,9 +382,15 @@ int cmd_e3(const Cli& cli) {
             Series as{label, ax, ay, true};
             as.dashed = !bias;
             acc.series.push_back(as);
-            rows.push_back({{"bias", bias}, {"seed", sd + 1}, {"final_loss", r.last_loss}, {"final_icl_acc", r.last_eval["val_icl_acc"]}});
-            std::printf("E3 %-8s seed %d: final train loss %.4f, val ICL acc %.4f\n", bias ? "bias" : "no-bias", sd + 1, r.last_loss,
-                        r.last_eval["val_icl_acc"]);
+            // the induction head appears as a jump of the val ICL accuracy: the first evaluation at >= 90% dates it
+            double emerged = NAN;
+            for (size_t i = 0; i < ax.size(); i++)
+                if (ay[i] >= 0.9) { emerged = ax[i]; break; }
+            rows.push_back({{"bias", bias}, {"seed", sd + 1}, {"final_loss", r.last_loss}, {"final_icl_acc", r.last_eval["val_icl_acc"]},
+                            {"step_icl_acc_90", std::isfinite(emerged) ? nlohmann::json(emerged) : nlohmann::json(nullptr)}});
+            std::printf("E3 %-8s seed %d: final train loss %.4f, val ICL acc %.4f, first eval with ICL acc >= 90%%: %s\n",
+                        bias ? "bias" : "no-bias", sd + 1, r.last_loss, r.last_eval["val_icl_acc"],
+                        std::isfinite(emerged) ? strfmt("step %.0f", emerged).c_str() : "never");
         }
     save_line_plot(dir + "/e3_loss.png", loss);
     save_line_plot(dir + "/e3_icl_acc.png", acc);

@@ -66,11 +66,11 @@ inline int thread_id() {
 }
 // elements of one thread's working slice.
 //   backward: P, Q (CH×CH), X (CH×m), Dn (CH×hs), S (m×hs), z (m), dd (CH)
-//   forward:  AP (CH×(m+CH)) = [Âc | P], W ((m+CH)×hs) = [S ; Vc], Ct (m×CH) = Ĉcᵀ, z (m)
+//   forward:  P (CH×CH), S (m×hs), Ct (m×CH) = Ĉcᵀ, z (m)
 inline size_t slice_size(int m, int hs) {
     const size_t CH = KA_CHUNK;
     const size_t bwd = 2 * CH * CH + CH * m + CH * hs + (size_t)m * hs + m + CH;
-    const size_t fwd = CH * (m + CH) + (m + CH) * (size_t)hs + (size_t)m * CH + m;
+    const size_t fwd = CH * CH + (size_t)m * hs + (size_t)m * CH + m;
     return std::max(bwd, fwd);
 }
 
@@ -80,7 +80,14 @@ inline size_t slice_size(int m, int hs) {
 // while k runs; B rows are read in place. causal: row i only needs k <= i (the masked P·V product: P is 0
 // above the diagonal) and, for colmax, only columns j <= i are wanted (P = Â Ĉᵀ below the diagonal).
 // Every C element is a plain Σ_k in k order: the same numerics as the definition up to summation order.
-constexpr int MM_RB = 6;  // rows of C per register tile
+// rows of C per register tile: 8 rows × 2 registers = 16 accumulators need AVX-512's 32 vector registers (the
+// EVEX encoding gives AVX2 code ymm16–31 too); plain AVX2 has 16, so 4 rows there. Both divide KA_CHUNK, so a
+// full chunk never reaches the (slow) edge-tile path.
+#ifdef __AVX512F__
+constexpr int MM_RB = 8;
+#else
+constexpr int MM_RB = 4;
+#endif
 template <typename real>
 inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, int ldb, real* C, int ldc, bool accumulate,
                   bool causal_k = false, bool causal_cols = false, int koff = 0) {
@@ -141,6 +148,48 @@ inline void phi_row(real* y, const real* x, int n) {
     }
 #endif
     for (; i < n; i++) y[i] = phi(x[i]);
+}
+// The denominators of one chunk of n rows: z ← z + c_i (the running UNROTATED state, advanced in place, one
+// row at a time in the same order as the recurrent form), then dn_i = a_i·z + eps. On float/AVX2 the running z
+// stays in registers, 8 channels at a time, and each row keeps an 8-lane partial (a per-row dot product through
+// memory was a dependency chain of store → load → add per row).
+template <typename real>
+inline void chunk_denominators(real* dn, real* z, const real* A, const real* Cf, int n, int m, double eps) {
+#ifdef ICL_GELU_AVX2
+    if constexpr (std::is_same_v<real, float>) {
+        if (m % 8 == 0 && n <= KA_CHUNK) {
+            alignas(32) float part[KA_CHUNK][8];
+            for (int kb = 0; kb < m; kb += 8) {
+                __m256 zr = _mm256_loadu_ps(z + kb);
+                for (int i = 0; i < n; i++) {
+                    zr = _mm256_add_ps(zr, _mm256_loadu_ps(Cf + (size_t)i * m + kb));
+                    __m256 p = _mm256_mul_ps(_mm256_loadu_ps(A + (size_t)i * m + kb), zr);
+                    if (kb) p = _mm256_add_ps(p, _mm256_load_ps(part[i]));
+                    _mm256_store_ps(part[i], p);
+                }
+                _mm256_storeu_ps(z + kb, zr);
+            }
+            for (int i = 0; i < n; i++) {  // horizontal sum of the row's 8 lanes
+                const __m256 p = _mm256_load_ps(part[i]);
+                __m128 h = _mm_add_ps(_mm256_castps256_ps128(p), _mm256_extractf128_ps(p, 1));
+                h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+                h = _mm_add_ss(h, _mm_movehdup_ps(h));
+                dn[i] = _mm_cvtss_f32(h) + (float)eps;
+            }
+            return;
+        }
+    }
+#endif
+    for (int i = 0; i < n; i++) {
+        const real* ci = Cf + (size_t)i * m;
+        const real* ai = A + (size_t)i * m;
+        real d = 0;
+#pragma omp simd
+        for (int k = 0; k < m; k++) z[k] += ci[k];
+#pragma omp simd reduction(+ : d)
+        for (int k = 0; k < m; k++) d += ai[k] * z[k];
+        dn[i] = d + (real)eps;
+    }
 }
 // φ'(x) = 1 (x>0), eˣ = φ(x) (x<=0): expressed through the saved φ value f.
 template <typename real>
@@ -254,12 +303,9 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
         real* sl = slices + (size_t)thread_id() * slice_size(m, hs);
-        const int lap = m + CH;
-        real* AP = sl;                           // (CH, m+CH)  [Âc | P]
-        real* W = AP + (size_t)CH * lap;         // (m+CH, hs)  [S ; Vc]
-        real* S = W;                             // (m,hs)      the running numerator state
-        real* Wv = W + (size_t)m * hs;           // (CH,hs)     this chunk's v rows, contiguous
-        real* Ct = W + (size_t)lap * hs;         // (m,CH)      Ĉcᵀ
+        real* P = sl;                            // (CH,CH)  this chunk's Â Ĉᵀ (causal part)
+        real* S = P + (size_t)CH * CH;           // (m,hs)   the running numerator state
+        real* Ct = S + (size_t)m * hs;           // (m,CH)   Ĉcᵀ
         real* z = Ct + (size_t)m * CH;           // (m)
         const real* v = qkv + (size_t)b * T * C3 + 2 * C + h * hs;  // (T,hs) row stride 3C
         const real* A = phiq + (size_t)bh * T * m;          // (T,m)
@@ -275,47 +321,29 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
             const int n = std::min(CH, T - t0);
             const real* Ahc = Ah + (size_t)t0 * m;   // (n,m)
             const real* Chc = Chh + (size_t)t0 * m;  // (n,m)
+            const real* vc = v + (size_t)t0 * C3;    // (n,hs) stride 3C, read in place
             real* oc = o + (size_t)t0 * C;           // (n,hs) stride C
-            // operands laid out once per chunk: Âc beside P, Vc under S, Ĉcᵀ
-            for (int i = 0; i < n; i++) {  // (plain loops: memmove calls cost more than these short rows)
-                const real* src = Ahc + (size_t)i * m;
-                real* dst = AP + (size_t)i * lap;
-#pragma omp simd
-                for (int k = 0; k < m; k++) dst[k] = src[k];
-                const real* vs = v + (size_t)(t0 + i) * C3;
-                real* vd = Wv + (size_t)i * hs;
-#pragma omp simd
-                for (int k = 0; k < hs; k++) vd[k] = vs[k];
-            }
-            for (int j = 0; j < n; j++)
+            for (int j = 0; j < n; j++)  // the one operand that needs a copy: Ĉcᵀ
                 for (int k = 0; k < m; k++) Ct[(size_t)k * CH + j] = Chc[(size_t)j * m + k];
             // P = Âc Ĉcᵀ, causal inside the chunk (j <= i): only the tiles on or below the diagonal. The product
             // below reads row i up to the end of i's MM_RB-row block, so only those few entries above the
             // diagonal are zeroed.
-            real* P = AP + m;
-            mm_nn<real>(n, n, m, Ahc, m, Ct, CH, P, lap, false, false, true);
+            mm_nn<real>(n, n, m, Ahc, m, Ct, CH, P, CH, false, false, true);
             for (int i = 0; i < n; i++)
-                for (int j = i + 1; j < std::min(n, (i / MM_RB + 1) * MM_RB); j++) P[(size_t)i * lap + j] = real(0);
-            // numerator, one product: [Âc | P] [S_prev ; Vc] = Âc S_prev (inter-chunk) + P Vc (intra-chunk, masked)
-            mm_nn<real>(n, hs, m + n, AP, lap, W, hs, oc, C, false, true, false, m);
+                for (int j = i + 1; j < std::min(n, (i / MM_RB + 1) * MM_RB); j++) P[(size_t)i * CH + j] = real(0);
+            // numerator: Âc S_prev (inter-chunk) + P Vc (intra-chunk, masked: row i needs only k <= i)
+            mm_nn<real>(n, hs, m, Ahc, m, S, hs, oc, C, false);
+            mm_nn<real>(n, hs, n, P, CH, vc, C3, oc, C, true, true);
             // denominator (unrotated, running z) and the division
+            chunk_denominators(dn + t0, z, A + (size_t)t0 * m, Cf + (size_t)t0 * m, n, m, eps);
             for (int i = 0; i < n; i++) {
-                const real* ci = Cf + (size_t)(t0 + i) * m;
-                const real* ai = A + (size_t)(t0 + i) * m;
-                real d = 0;
-#pragma omp simd
-                for (int k = 0; k < m; k++) z[k] += ci[k];
-#pragma omp simd reduction(+ : d)
-                for (int k = 0; k < m; k++) d += ai[k] * z[k];
-                d += (real)eps;
-                dn[t0 + i] = d;
-                const real inv = real(1) / d;
+                const real inv = real(1) / dn[t0 + i];
                 real* oi = oc + (size_t)i * C;
 #pragma omp simd
                 for (int k = 0; k < hs; k++) oi[k] *= inv;
             }
             // S += Ĉcᵀ Vc
-            mm_nn<real>(m, hs, n, Ct, CH, Wv, hs, S, hs, true);
+            mm_nn<real>(m, hs, n, Ct, CH, vc, C3, S, hs, true);
         }
     }
 }
