@@ -35,7 +35,7 @@
 #include <vector>
 
 #if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#include "layers/simd.h"
 #endif
 
 #include "engine/cli.h"

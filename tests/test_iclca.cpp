@@ -188,8 +188,8 @@ TEST_CASE("kernel attention: chunked parallel form = O(T²) definition, with bia
     }
 }
 
-TEST_CASE("kernel attention: register-tiled fast path (head sizes 16, 32) = definition, fp64 <= 1e-13 and fp32 (AVX2 φ/RoPE)") {
-    for (int NH : {2, 1}) {
+TEST_CASE("kernel attention: register-tiled fast path (head sizes 8, 16, 32) = definition, fp64 <= 1e-13 and fp32 (8- and 16-lane φ/RoPE)") {
+    for (int NH : {4, 2, 1}) {  // hs = 8 takes the 8-lane (AVX2) φ branch, 16 and 32 the 16-lane one where AVX-512 is compiled in
         const int T = 2 * KA_CHUNK + 11, C = 32;
         LayerCase L(2, T, C, NH, 77 + NH);
         const size_t F = (size_t)L.B * L.NH * T * L.m;

@@ -293,6 +293,27 @@ TEST_CASE("vmath::exp_shifted_sum (the softmax exponential): float agrees with s
     CHECK(edge[3] == 1.0f);
 }
 
+#if defined(ICL_GELU_AVX2) && defined(__AVX512F__)
+TEST_CASE("vmath::exp16 (AVX-512) = exp8 (AVX2) lane for lane, edge values included") {
+    std::vector<float> x(16 * 40);
+    for (size_t j = 0; j < x.size(); j++) x[j] = -100.0f + 200.0f * (float)j / (float)(x.size() - 1) + 1e-3f * (float)(j % 7);
+    x[3] = NAN;
+    x[4] = INFINITY;
+    x[5] = -INFINITY;
+    for (size_t j = 0; j < x.size(); j += 16) {
+        alignas(64) float a[16], b[16];
+        _mm512_store_ps(a, vmath::exp16(_mm512_loadu_ps(&x[j])));
+        _mm256_store_ps(b, vmath::exp8(_mm256_loadu_ps(&x[j])));
+        _mm256_store_ps(b + 8, vmath::exp8(_mm256_loadu_ps(&x[j + 8])));
+        for (int l = 0; l < 16; l++) {
+            CAPTURE(x[j + l]);
+            if (std::isnan(b[l])) CHECK(std::isnan(a[l]));
+            else CHECK(a[l] == b[l]);
+        }
+    }
+}
+#endif
+
 TEST_CASE("residual: values and gradients of both inputs (accumulating)") {
     const size_t n = 21 * 12;
     Rng rng(106);

@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <type_traits>
 #if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#include "layers/simd.h"
 #define ICL_ADAMW_AVX2 1
 #endif
 

@@ -25,7 +25,7 @@
 #include <cstddef>
 #include <type_traits>
 #if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#include "layers/simd.h"
 #define ICL_GELU_AVX2 1
 #endif
 
@@ -62,6 +62,31 @@ inline __m256 exp8(__m256 x) {
     res = _mm256_blendv_ps(res, _mm256_set1_ps(HUGE_VALF), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));  // x > hi  -> inf
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));                 // NaN     -> NaN
 }
+#ifdef __AVX512F__
+// exp8's 16-lane twin for AVX-512 (same steps, same constants, same results lane for lane); the edge cases
+// through mask registers.
+inline __m512 exp16(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.3f);
+    const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    res = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), res);                  // x < lo  -> 0
+    res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), _mm512_set1_ps(HUGE_VALF));  // x > hi  -> inf
+    return _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);                // NaN     -> NaN
+}
+#endif
 #endif
 
 // x[j] = e^(x[j] − shift) for j < n; returns Σ_j x[j]. The softmax kernel. float with AVX2: 8 lanes at a

@@ -34,7 +34,7 @@
 #include <omp.h>
 #endif
 #if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#include "layers/simd.h"
 #define ICL_GEMM_AVX2 1
 #endif
 

@@ -262,6 +262,34 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
         const real* tb = tab + (size_t)n * m;
 #ifdef ICL_GELU_AVX2
         if constexpr (std::is_same_v<real, float>) {
+#ifdef __AVX512F__
+            if (m % 16 == 0) {  // the same, 16 lanes at a time (the AVX2 branch below is the commented one)
+                alignas(64) float cc[512], ss[512];
+                for (int k = 0; k < m / 2; k++) {
+                    cc[2 * k] = cc[2 * k + 1] = tb[k];
+                    ss[2 * k] = -tb[m / 2 + k];
+                    ss[2 * k + 1] = tb[m / 2 + k];
+                }
+                const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+                for (int h = 0; h < NH; h++) {
+                    const size_t o = (((size_t)b * NH + h) * T + t) * m;
+                    for (int part = 0; part < 2; part++) {
+                        const float* x = qkv + (size_t)n * C3 + part * C + h * hs;
+                        float* f = (part ? phik : phiq) + o;
+                        float* rf = (part ? rphik : rphiq) + o;
+                        for (int i = 0; i < m; i += 16) {
+                            const __m512 xv = _mm512_loadu_ps(x + i);
+                            const __m512 e = vmath::exp16(_mm512_min_ps(xv, zero));
+                            const __m512 a = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(xv, zero, _CMP_GT_OQ), _mm512_add_ps(xv, one));
+                            _mm512_storeu_ps(f + i, a);
+                            const __m512 sw = _mm512_permute_ps(a, 0xB1);
+                            _mm512_storeu_ps(rf + i, _mm512_fmadd_ps(sw, _mm512_load_ps(ss + i), _mm512_mul_ps(a, _mm512_load_ps(cc + i))));
+                        }
+                    }
+                }
+                continue;
+            }
+#endif
             if (m % 8 == 0) {  // φ and the pair rotation 8 lanes at a time: y = x·[c,c] + swap(x)·[−s,s]
                 alignas(32) float cc[512], ss[512];
                 for (int k = 0; k < m / 2; k++) {
