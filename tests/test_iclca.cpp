@@ -209,8 +209,11 @@ TEST_CASE("kernel attention: register-tiled fast path (head sizes 8, 16, 32) = d
     }
 }
 
-TEST_CASE("kernel attention: fp64 finite differences for q, k, v, b_KV, b_D (odd shapes, 2 chunks)") {
-    LayerCase L(2, KA_CHUNK + 5, 12, 3, 42);
+TEST_CASE("kernel attention: fp64 finite differences for q, k, v, b_KV, b_D (odd shapes and full register tiles, 2-3 chunks)") {
+  struct Shape { int B, T, C, NH; };
+  for (Shape sh : {Shape{2, KA_CHUNK + 5, 12, 3}, Shape{1, 2 * KA_CHUNK + 11, 32, 2}}) {  // head size 4 (edge tiles), 16 (full tiles)
+    CAPTURE(sh.C / sh.NH);
+    LayerCase L(sh.B, sh.T, sh.C, sh.NH, 42);
     const int B = L.B, T = L.T, C = L.C, NH = L.NH;
     const size_t F = (size_t)B * NH * T * L.m;
     std::vector<double> out((size_t)B * T * C), feats(4 * F), den((size_t)B * NH * T), scratch(kernel_attention_scratch_size(B, T, C, NH));
@@ -234,13 +237,44 @@ TEST_CASE("kernel attention: fp64 finite differences for q, k, v, b_KV, b_D (odd
     check_gradient("qkv", loss, L.qkv.data(), L.qkv.size(), dqkv.data(), 1e-6, o);
     check_gradient("b_KV", loss, L.bkv.data(), L.bkv.size(), dbkv.data(), 1e-6);
     check_gradient("b_D", loss, L.bd.data(), L.bd.size(), dbd.data(), 1e-6);
-    // accumulation: a second backward doubles every gradient
+    // accumulation: a second backward doubles every gradient (forward again first: the finite differences left
+    // the saved activations of their last perturbed evaluation)
+    loss();
     std::vector<double> d2 = dqkv, b2 = dbkv;
     kernel_attention_backward(d2.data(), b2.data(), (double*)nullptr, scratch.data(), R.data(), out.data(), feats.data(), feats.data() + F,
                               feats.data() + 2 * F, feats.data() + 3 * F, den.data(), L.qkv.data(), L.pos.data(), L.bkv.data(),
                               L.bd.data(), B, T, C, NH);
     CHECK(d2[17] == doctest::Approx(2 * dqkv[17]).epsilon(1e-12));
     CHECK(b2[5] == doctest::Approx(2 * dbkv[5]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("kernel attention: fp32 backward = fp64 backward on the register-tiled path (head sizes 16, 32; 3 chunks)") {
+    for (int NH : {2, 1}) {
+        const int B = 2, T = 2 * KA_CHUNK + 11, C = 32;
+        LayerCase L(B, T, C, NH, 91 + NH);
+        const size_t F = (size_t)B * NH * T * L.m;
+        Rng r(10);
+        std::vector<double> R((size_t)B * T * C);
+        fill_normal(R.data(), R.size(), r);
+        auto grads = [&](auto zero) {
+            using real = decltype(zero);
+            std::vector<real> qkv(L.qkv.begin(), L.qkv.end()), bkv(L.bkv.begin(), L.bkv.end()), bd(L.bd.begin(), L.bd.end()), g(R.begin(), R.end());
+            std::vector<real> out((size_t)B * T * C), sq(4 * F), den((size_t)B * NH * T), sc(kernel_attention_scratch_size(B, T, C, NH));
+            kernel_attention_forward(out.data(), sq.data(), sq.data() + F, sq.data() + 2 * F, sq.data() + 3 * F, den.data(), sc.data(),
+                                     qkv.data(), L.pos.data(), bkv.data(), bd.data(), B, T, C, NH, 1e-6);
+            std::vector<real> dqkv(qkv.size(), real(0)), dbkv(bkv.size(), real(0)), dbd(bd.size(), real(0));
+            kernel_attention_backward(dqkv.data(), dbkv.data(), dbd.data(), sc.data(), g.data(), out.data(), sq.data(), sq.data() + F,
+                                      sq.data() + 2 * F, sq.data() + 3 * F, den.data(), qkv.data(), L.pos.data(), bkv.data(), bd.data(), B,
+                                      T, C, NH);
+            std::vector<double> all(dqkv.begin(), dqkv.end());
+            all.insert(all.end(), dbkv.begin(), dbkv.end());
+            all.insert(all.end(), dbd.begin(), dbd.end());
+            return all;
+        };
+        CAPTURE(NH);
+        CHECK(relerr(grads(0.0), grads(0.0f)) < 1e-5);
+    }
 }
 
 TEST_CASE("kernel attention: recurrent form from (b_KV, b_D) = parallel form (spec §6.5, §6.6), fp64 and fp32; zero bias = no bias (§6.8)") {

@@ -16,8 +16,8 @@
 //     chunks of KA_CHUNK tokens; inside a chunk the causal part is a small masked (n×n) product, across
 //     chunks a running state S (m×hs) carries the past. Cost per head O(T·(KA_CHUNK + m)·hs) = O(T·m·hs):
 //     linear in T, never a T×T matrix. Forward: φ/RoPE for all heads in one pass over qkv, then per (b,h) the
-//     chunk products through one register-tiled loop (mm_nn below, on the calling thread; P only on and below
-//     the diagonal). Backward: gemm() calls (matmul.h) on the calling thread.
+//     chunk products; backward: a forward and a reverse sweep over the chunks. Every product goes through one
+//     register-tiled loop (mm_nn below, on the calling thread) that computes only the triangle it needs.
 //   * kernel_attention_step — the RECURRENT streaming form: one token, explicit state (S, z) updated in
 //     place. Started from S = b_KV, z = b_D it reproduces the parallel form (spec §6 invariants 5, 6).
 //
@@ -37,7 +37,6 @@
 
 #include "engine/common.h"
 #include "layers/gelu.h"
-#include "layers/matmul.h"
 #include "layers/parallel.h"
 #include "layers/rope.h"
 #ifdef _OPENMP
@@ -65,45 +64,53 @@ inline int thread_id() {
 #endif
 }
 // elements of one thread's working slice.
-//   backward: P, Q (CH×CH), X (CH×m), Dn (CH×hs), S (m×hs), z (m), dd (CH)
+//   backward: Q (CH×CH), X (CH×m), Dn (CH×hs), S, Sᵀ (m×hs), z (m), dd (CH), Âcᵀ, Ĉcᵀ (m×CH), Vcᵀ or Dnᵀ (hs×CH)
 //   forward:  P (CH×CH), S (m×hs), Ct (m×CH) = Ĉcᵀ, z (m)
 inline size_t slice_size(int m, int hs) {
     const size_t CH = KA_CHUNK;
-    const size_t bwd = 2 * CH * CH + CH * m + CH * hs + (size_t)m * hs + m + CH;
+    const size_t bwd = CH * CH + CH * m + CH * hs + 2 * (size_t)m * hs + m + CH + 2 * (size_t)m * CH + (size_t)hs * CH;
     const size_t fwd = CH * CH + (size_t)m * hs + (size_t)m * CH + m;
     return std::max(bwd, fwd);
 }
 
-// The forward's small products, fused: C (M,N) = [C +] A (M,K) · B (K,N), all row-major, on the calling thread.
-// gemm_f32 packs its operands for large matrices; the chunked form's products are tiny (64×64×16, 64×16×64,
-// …) and packing dominated. Here a 6×16 (float; 6×8 double) tile of C stays in registers (12 AVX2 accumulators)
-// while k runs; B rows are read in place. causal: row i only needs k <= i (the masked P·V product: P is 0
-// above the diagonal) and, for colmax, only columns j <= i are wanted (P = Â Ĉᵀ below the diagonal).
-// Every C element is a plain Σ_k in k order: the same numerics as the definition up to summation order.
-// rows of C per register tile: 8 rows × 2 registers = 16 accumulators need AVX-512's 32 vector registers (the
-// EVEX encoding gives AVX2 code ymm16–31 too); plain AVX2 has 16, so 4 rows there. Both divide KA_CHUNK, so a
-// full chunk never reaches the (slow) edge-tile path.
+// The chunked form's small products: C (M,N) = [C +] A (M,K) · B (K,N), all row-major, on the calling thread.
+// gemm_f32 packs its operands for large matrices; these products are tiny (64×64×16, 64×16×64, …) and packing
+// dominated. Here an MM_RB×CB tile of C (CB = 16 floats / 8 doubles: two AVX2 registers per row) stays in
+// registers while k runs; A is read in place (one broadcast per row and k), B rows in place (ldb may be a
+// stride, e.g. v inside qkv). Every C element is a plain Σ_k in k order: the definition's numerics up to the
+// order of the terms.
+//
+// Triangular shapes (row block [i0, i0+MM_RB) of C; only what the chunked form needs is computed):
+//   lower_cols  only column tiles reaching j <= i            (e.g. P = Â Ĉᵀ, wanted on and below the diagonal)
+//   upper_cols  only column tiles reaching j >= i            (e.g. Pᵀ = Ĉ Âᵀ, wanted on and above it)
+//   lower_k     k < i0 + MM_RB: A is lower triangular        (e.g. tril(P)·V; A must be 0 above the diagonal
+//   upper_k     k >= i0:        A is upper triangular         inside the row block — see zero_tri_block)
+// Rows of a block share one k range and one set of column tiles, so a few entries on the wrong side of the
+// diagonal, inside the row block, are computed (for *_cols) or read (for *_k): zero_tri_block clears them.
 #ifdef __AVX512F__
-constexpr int MM_RB = 8;
-#else
-constexpr int MM_RB = 4;
+constexpr int MM_RB = 8;  // 8 rows × 2 registers = 16 accumulators: AVX-512 has 32 vector registers (and gives
+#else                     // AVX2 code ymm16–31 through EVEX); plain AVX2 has 16, so 4 rows there. Both divide
+constexpr int MM_RB = 4;  // KA_CHUNK: a full chunk never reaches the (slow) edge-tile path.
 #endif
+enum class Tri { full, lower_cols, upper_cols, lower_k, upper_k };
 template <typename real>
 inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, int ldb, real* C, int ldc, bool accumulate,
-                  bool causal_k = false, bool causal_cols = false, int koff = 0) {
-    constexpr int RB = MM_RB, CB = 64 / (int)sizeof(real);  // 6 × (2 AVX2 registers): 12 accumulators
+                  Tri tri = Tri::full) {
+    constexpr int RB = MM_RB, CB = 64 / (int)sizeof(real);
     for (int i0 = 0; i0 < M; i0 += RB) {
         const int ni = std::min(RB, M - i0);
-        const int kend = causal_k ? std::min(K, koff + i0 + ni) : K;
-        const int jend = causal_cols ? std::min(N, i0 + ni) : N;
-        for (int j0 = 0; j0 < jend; j0 += CB) {
+        const int kbeg = tri == Tri::upper_k ? i0 : 0;
+        const int kend = tri == Tri::lower_k ? std::min(K, i0 + ni) : K;
+        const int jbeg = tri == Tri::upper_cols ? i0 / CB * CB : 0;
+        const int jend = tri == Tri::lower_cols ? std::min(N, i0 + ni) : N;
+        for (int j0 = jbeg; j0 < jend; j0 += CB) {
             const int nj = std::min(CB, N - j0);
             real c[RB][CB];
             if (ni == RB && nj == CB) {  // full tile: fixed trip counts, the compiler keeps c in registers
                 for (int r = 0; r < RB; r++)
 #pragma omp simd
                     for (int j = 0; j < CB; j++) c[r][j] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + j] : real(0);
-                for (int k = 0; k < kend; k++) {
+                for (int k = kbeg; k < kend; k++) {
                     const real* b = B + (size_t)k * ldb + j0;
                     for (int r = 0; r < RB; r++) {
                         const real a = A[(size_t)(i0 + r) * lda + k];
@@ -117,7 +124,7 @@ inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, in
             } else {  // edge tile
                 for (int r = 0; r < ni; r++)
                     for (int j = 0; j < nj; j++) c[r][j] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + j] : real(0);
-                for (int k = 0; k < kend; k++) {
+                for (int k = kbeg; k < kend; k++) {
                     const real* b = B + (size_t)k * ldb + j0;
                     for (int r = 0; r < ni; r++) {
                         const real a = A[(size_t)(i0 + r) * lda + k];
@@ -129,6 +136,24 @@ inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, in
             }
         }
     }
+}
+// After X (n,n) = … with Tri::lower_cols (upper_cols): zero the entries above (below) the diagonal that share a
+// row block with it — the only ones a following Tri::lower_k (upper_k) product reads.
+template <typename real>
+inline void zero_tri_block(real* X, int ld, int n, bool lower) {
+    for (int i = 0; i < n; i++) {
+        const int b0 = i / MM_RB * MM_RB;
+        if (lower)
+            for (int j = i + 1; j < std::min(n, b0 + MM_RB); j++) X[(size_t)i * ld + j] = real(0);
+        else
+            for (int j = b0; j < i; j++) X[(size_t)i * ld + j] = real(0);
+    }
+}
+// dst (cols, rows) = srcᵀ for src (rows, cols) with row stride lds; dst row stride ldd.
+template <typename real>
+inline void transpose(real* dst, int ldd, const real* src, int lds, int rows, int cols) {
+    for (int j = 0; j < rows; j++)
+        for (int k = 0; k < cols; k++) dst[(size_t)k * ldd + j] = src[(size_t)j * lds + k];
 }
 template <typename real>
 inline real phi(real x) { return x > real(0) ? x + real(1) : std::exp(x); }  // elu(x) + 1
@@ -351,17 +376,13 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
             const real* Chc = Chh + (size_t)t0 * m;  // (n,m)
             const real* vc = v + (size_t)t0 * C3;    // (n,hs) stride 3C, read in place
             real* oc = o + (size_t)t0 * C;           // (n,hs) stride C
-            for (int j = 0; j < n; j++)  // the one operand that needs a copy: Ĉcᵀ
-                for (int k = 0; k < m; k++) Ct[(size_t)k * CH + j] = Chc[(size_t)j * m + k];
-            // P = Âc Ĉcᵀ, causal inside the chunk (j <= i): only the tiles on or below the diagonal. The product
-            // below reads row i up to the end of i's MM_RB-row block, so only those few entries above the
-            // diagonal are zeroed.
-            mm_nn<real>(n, n, m, Ahc, m, Ct, CH, P, CH, false, false, true);
-            for (int i = 0; i < n; i++)
-                for (int j = i + 1; j < std::min(n, (i / MM_RB + 1) * MM_RB); j++) P[(size_t)i * CH + j] = real(0);
+            transpose(Ct, CH, Chc, m, n, m);  // the one operand that needs a copy: Ĉcᵀ
+            // P = Âc Ĉcᵀ, causal inside the chunk (j <= i): only the tiles on or below the diagonal
+            mm_nn<real>(n, n, m, Ahc, m, Ct, CH, P, CH, false, Tri::lower_cols);
+            zero_tri_block(P, CH, n, true);
             // numerator: Âc S_prev (inter-chunk) + P Vc (intra-chunk, masked: row i needs only k <= i)
             mm_nn<real>(n, hs, m, Ahc, m, S, hs, oc, C, false);
-            mm_nn<real>(n, hs, n, P, CH, vc, C3, oc, C, true, true);
+            mm_nn<real>(n, hs, n, P, CH, vc, C3, oc, C, true, Tri::lower_k);
             // denominator (unrotated, running z) and the division
             chunk_denominators(dn + t0, z, A + (size_t)t0 * m, Cf + (size_t)t0 * m, n, m, eps);
             for (int i = 0; i < n; i++) {
@@ -401,13 +422,16 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
         real* sl = slices + (size_t)thread_id() * slice_size(m, hs);
-        real* P = sl;                    // (CH,CH)
-        real* Q = P + CH * CH;           // (CH,CH)
-        real* X = Q + CH * CH;           // (CH,m)
-        real* Dn = X + CH * m;           // (CH,hs)
+        real* Q = sl;                    // (CH,CH)  a chunk's tril(Dn Vᵀ), triu(V Dnᵀ) or triu(Ĉ Âᵀ)
+        real* X = Q + CH * CH;           // (CH,m)   dâ (forward sweep), dĉ (reverse sweep)
+        real* Dn = X + CH * m;           // (CH,hs)  dnum rows
         real* S = Dn + CH * hs;          // (m,hs)   S_prev (forward sweep), U (reverse sweep)
-        real* z = S + m * hs;            // (m)      z (forward sweep), w (reverse sweep)
-        real* dd = z + m;                // (CH)
+        real* St = S + m * hs;           // (hs,m)   its transpose
+        real* z = St + m * hs;           // (m)      z (forward sweep), w (reverse sweep)
+        real* dd = z + m;                // (CH)     dden
+        real* At = dd + CH;              // (m,CH)   Âcᵀ
+        real* Ct = At + m * CH;          // (m,CH)   Ĉcᵀ
+        real* Vt = Ct + m * CH;          // (hs,CH)  Vcᵀ, then Dnᵀ
         const real* q = qkv + (size_t)b * T * C3 + h * hs;
         const real* k = q + C;
         const real* v = q + 2 * C;
@@ -442,10 +466,12 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
             chunk_dnum(t0, n);
             // num_t = â_tᵀ S_t, S_t = S_prev + Σ_{j<=t in chunk} ĉ_j v_jᵀ
             //   => dâ_t = S_prev dnum_t + Σ_{j<=t} (dnum_t·v_j) ĉ_j       X = Dn S_prevᵀ + tril(Dn Vᵀ) Ĉc
-            gemm<real>(false, true, n, m, hs, real(1), Dn, hs, S, hs, real(0), X, m);
-            gemm<real>(false, true, n, n, hs, real(1), Dn, hs, vc, C3, real(0), Q, CH);
-            for (int i = 0; i < n; i++) std::fill(Q + (size_t)i * CH + i + 1, Q + (size_t)i * CH + n, real(0));
-            gemm<real>(false, false, n, m, n, real(1), Q, CH, Chc, m, real(1), X, m);
+            transpose(St, m, S, hs, m, hs);
+            mm_nn<real>(n, m, hs, Dn, hs, St, m, X, m, false);
+            transpose(Vt, CH, vc, C3, n, hs);
+            mm_nn<real>(n, n, hs, Dn, hs, Vt, CH, Q, CH, false, Tri::lower_cols);
+            zero_tri_block(Q, CH, n, true);
+            mm_nn<real>(n, m, n, Q, CH, Chc, m, X, m, true, Tri::lower_k);
             for (int i = 0; i < n; i++) {
                 const int t = t0 + i;
                 const real* ai = A + (size_t)t * m;
@@ -461,7 +487,8 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
                 real* dqt = dq + (size_t)t * C3;
                 for (int c = 0; c < m; c++) dqt[c] += dphi(qt[c], ai[c]) * da[c];
             }
-            gemm<real>(true, false, m, hs, n, real(1), Chc, m, vc, C3, real(1), S, hs);  // S += Ĉcᵀ Vc
+            transpose(Ct, CH, Chc, m, n, m);
+            mm_nn<real>(m, hs, n, Ct, CH, vc, C3, S, hs, true);  // S += Ĉcᵀ Vc
         }
         // ---- reverse sweep: U = Σ_{t>=j} â_t dnum_tᵀ, w = Σ_{t>=j} a_t dden_t  → dĉ, dv, dc, dbkv, dbd ----
         std::fill(S, S + m * hs, real(0));
@@ -474,19 +501,22 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
             const real* vc = v + (size_t)t0 * C3;
             real* dvc = dv + (size_t)t0 * C3;
             chunk_dnum(t0, n);
-            gemm<real>(false, true, n, n, hs, real(1), Dn, hs, vc, C3, real(0), Q, CH);   // Q[t,j] = dnum_t·v_j
-            gemm<real>(false, true, n, n, m, real(1), Ahc, m, Chc, m, real(0), P, CH);    // P[t,j] = â_t·ĉ_j
-            for (int i = 0; i < n; i++) {
-                std::fill(Q + (size_t)i * CH + i + 1, Q + (size_t)i * CH + n, real(0));
-                std::fill(P + (size_t)i * CH + i + 1, P + (size_t)i * CH + n, real(0));
-            }
-            // S_t = b + Σ_{j<=t} ĉ_j v_jᵀ  =>  dĉ_j = Σ_{t>=j} (dnum_t·v_j) â_t = U_next v_j + Σ_{t>=j in chunk} Q[t,j] â_t
-            gemm<real>(true, false, n, m, n, real(1), Q, CH, Ahc, m, real(0), X, m);
-            gemm<real>(false, true, n, m, hs, real(1), vc, C3, S, hs, real(1), X, m);
-            //                               dv_j = Σ_{t>=j} (â_t·ĉ_j) dnum_t = U_nextᵀ ĉ_j + Σ_{t>=j in chunk} P[t,j] dnum_t
-            gemm<real>(true, false, n, hs, n, real(1), P, CH, Dn, hs, real(1), dvc, C3);
-            gemm<real>(false, false, n, hs, m, real(1), Chc, m, S, hs, real(1), dvc, C3);
-            gemm<real>(true, false, m, hs, n, real(1), Ahc, m, Dn, hs, real(1), S, hs);   // U += Âcᵀ Dn
+            // S_t = b + Σ_{j<=t} ĉ_j v_jᵀ  =>  dĉ_j = Σ_{t>=j} (dnum_t·v_j) â_t = U_next v_j + Σ_{t>=j in chunk} (v_j·dnum_t) â_t
+            //                                   X = triu(Vc Dnᵀ) Âc + Vc U_nextᵀ
+            transpose(Vt, CH, Dn, hs, n, hs);  // Dnᵀ
+            mm_nn<real>(n, n, hs, vc, C3, Vt, CH, Q, CH, false, Tri::upper_cols);
+            zero_tri_block(Q, CH, n, false);
+            mm_nn<real>(n, m, n, Q, CH, Ahc, m, X, m, false, Tri::upper_k);
+            transpose(St, m, S, hs, m, hs);
+            mm_nn<real>(n, m, hs, vc, C3, St, m, X, m, true);
+            //                               dv_j = Σ_{t>=j} (â_t·ĉ_j) dnum_t = U_nextᵀ ĉ_j + Σ_{t>=j in chunk} (ĉ_j·â_t) dnum_t
+            //                                   dVc += triu(Ĉc Âcᵀ) Dn + Ĉc U_next
+            transpose(At, CH, Ahc, m, n, m);
+            mm_nn<real>(n, n, m, Chc, m, At, CH, Q, CH, false, Tri::upper_cols);
+            zero_tri_block(Q, CH, n, false);
+            mm_nn<real>(n, hs, n, Q, CH, Dn, hs, dvc, C3, true, Tri::upper_k);
+            mm_nn<real>(n, hs, m, Chc, m, S, hs, dvc, C3, true);
+            mm_nn<real>(m, hs, n, At, CH, Dn, hs, S, hs, true);  // U += Âcᵀ Dn
             for (int i = n - 1; i >= 0; i--) {
                 const int t = t0 + i;
                 const real* ai = A + (size_t)t * m;
