@@ -562,12 +562,14 @@ int cmd_bench(const Cli& cli) {
     std::fclose(csv);
     // (b) training-form throughput vs the softmax GPT, B = 1, forward + backward
     std::printf("bench (b): training step (forward+backward, B=1) tokens/s, kernel LM vs softmax GPT (same L, C, NH)\n");
-    std::printf("  %6s | %14s %14s | %14s %14s | %12s %12s | %12s\n", "T", "kernel tok/s", "ms/step", "softmax tok/s", "ms/step", "kattn GF/s",
-                "matmul GF/s", "causal GF/s");
-    std::printf("  (kattn GF/s: kernel attention forward, nominal chunked-form flops with full 64x64 blocks; matmul GF/s: all of\n"
-                "   the model's matmul forwards; causal GF/s: kernel attention counting only the causal half of each block)\n");
+    std::printf("  %6s | %13s %9s | %13s %9s | %9s %9s %9s %6s | %9s %9s %6s\n", "T", "kernel tok/s", "ms/step", "softmax tok/s",
+                "ms/step", "kattn", "causal", "matmul", "ratio", "kattn bwd", "mm bwd", "ratio");
+    std::printf("  (GF/s, forward: kattn = kernel attention with the nominal chunked-form flops (full 64x64 blocks), causal = the\n"
+                "   same time with only the causal half of each block counted, matmul = all of the model's matmul forwards,\n"
+                "   ratio = causal / matmul; backward: kernel attention (causal count) and matmul backwards, and their ratio)\n");
     std::FILE* csv2 = std::fopen((dir + "/training.csv").c_str(), "w");
-    std::fprintf(csv2, "T,kernel_tokens_per_s,kernel_ms,gpt_tokens_per_s,gpt_ms,kattn_fwd_gflops,matmul_fwd_gflops,kattn_fwd_causal_gflops\n");
+    std::fprintf(csv2, "T,kernel_tokens_per_s,kernel_ms,gpt_tokens_per_s,gpt_ms,kattn_fwd_gflops,matmul_fwd_gflops,kattn_fwd_causal_gflops,"
+                       "kattn_bwd_causal_gflops,matmul_bwd_gflops\n");
     for (int64_t T : Ts) {
         Rng br(2);
         Batch bt;
@@ -585,27 +587,31 @@ int cmd_bench(const Cli& cli) {
             return (now_seconds() - t0) / reps;
         };
         double tk = time_steps(km), tg = time_steps(gm);
-        // kernel attention vs the qkv projection GEMM, forward only, from the op profiler
+        // kernel attention vs the model's matmuls, forward and backward, from the op profiler
         op::op_profile().reset();
         op::op_profile().enabled = true;
-        for (int i = 0; i < 3; i++) km.forward(bt);
+        for (int i = 0; i < 3; i++) { km.forward(bt); km.backward(); }
         op::op_profile().enabled = false;
-        const double hs = c.hs(), CHf = KA_CHUNK, nT = (double)T;
-        // flops of the chunked form per head and token: P (2·CH·m), P·V (2·CH·hs), Â·S (2·m·hs), S += ĈᵀV (2·m·hs)
-        // with the full CH×CH block P ("nominal": what a GEMM-per-product chunked form executes, and the count
-        // of the earlier tables), and with only the causal half of P and P·V ("causal": the useful work; the
-        // register-tiled form executes about this, rounded up to its tiles)
-        const double t_k = op::op_profile().seconds["kernel attention fwd"];
-        double kflops = 3.0 * c.L * c.NH * nT * (2 * CHf * hs + 2 * CHf * hs + 4 * hs * hs);
-        double kflops_causal = 3.0 * c.L * c.NH * nT * ((CHf + 1) * hs + (CHf + 1) * hs + 4 * hs * hs);
-        double kgf = kflops / t_k / 1e9, kgf_causal = kflops_causal / t_k / 1e9;
-        // all matmul fwd flops of the model (qkv, proj, fc, fc-proj, LM head) over their time
+        const double hs = c.hs(), CHf = KA_CHUNK, nT = (double)T, heads = 3.0 * c.L * c.NH * nT;  // 3 passes × layers × heads × tokens
+        // flops per head and token of the chunked form. Forward: P (2·CH·m), P·V (2·CH·hs), Â·S (2·m·hs),
+        // S += ĈᵀV (2·m·hs), with the full CH×CH block ("nominal": what a GEMM-per-product chunked form executes,
+        // and the count of the earlier tables) or only its causal half ("causal": the useful work; the register-
+        // tiled form executes about this, rounded up to its tiles). Backward, causal count: six triangular
+        // products (tril(DnVᵀ), ·Ĉ, triu(VDnᵀ), ·Â, triu(ĈÂᵀ), ·Dn) and five m×hs ones (DnSᵀ, S update, VUᵀ, ĈU,
+        // U update).
+        const double t_k = op::op_profile().seconds["kernel attention fwd"], t_kb = op::op_profile().seconds["kernel attention bwd"];
+        double kflops = heads * (2 * CHf * hs + 2 * CHf * hs + 4 * hs * hs);
+        double kflops_causal = heads * ((CHf + 1) * hs + (CHf + 1) * hs + 4 * hs * hs);
+        double kflops_bwd = heads * (6 * (CHf + 1) * hs + 10 * hs * hs);
+        double kgf = kflops / t_k / 1e9, kgf_causal = kflops_causal / t_k / 1e9, kgf_bwd = kflops_bwd / t_kb / 1e9;
+        // all matmul flops of the model (qkv, proj, fc, fc-proj, LM head) over their time; backward = 2 × forward
         double mflops = 3.0 * nT * (c.L * 2.0 * (3 * c.C * c.C + c.C * c.C + 8.0 * c.C * c.C) + 2.0 * c.C * c.V);
-        double mgf = mflops / op::op_profile().seconds["matmul fwd"] / 1e9;
-        std::printf("  %6lld | %14.0f %14.2f | %14.0f %14.2f | %12.2f %12.2f | %12.2f\n", (long long)T, T / tk, tk * 1e3, T / tg, tg * 1e3, kgf,
-                    mgf, kgf_causal);
+        double mgf = mflops / op::op_profile().seconds["matmul fwd"] / 1e9, mgf_bwd = 2 * mflops / op::op_profile().seconds["matmul bwd"] / 1e9;
+        std::printf("  %6lld | %13.0f %9.2f | %13.0f %9.2f | %9.1f %9.1f %9.1f %6.2f | %9.1f %9.1f %6.2f\n", (long long)T, T / tk, tk * 1e3,
+                    T / tg, tg * 1e3, kgf, kgf_causal, mgf, kgf_causal / mgf, kgf_bwd, mgf_bwd, kgf_bwd / mgf_bwd);
         std::fflush(stdout);
-        std::fprintf(csv2, "%lld,%.1f,%.3f,%.1f,%.3f,%.3f,%.3f,%.3f\n", (long long)T, T / tk, tk * 1e3, T / tg, tg * 1e3, kgf, mgf, kgf_causal);
+        std::fprintf(csv2, "%lld,%.1f,%.3f,%.1f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", (long long)T, T / tk, tk * 1e3, T / tg, tg * 1e3, kgf, mgf,
+                     kgf_causal, kgf_bwd, mgf_bwd);
     }
     std::fclose(csv2);
     std::printf("wrote %s/{inference.csv,training.csv}\n", dir.c_str());

@@ -108,6 +108,56 @@ TEST_CASE("a tiny train_gpt run writes log, plot, summary and a loadable checkpo
     std::system(("rm -rf " + dir).c_str());
 }
 
+TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted), e3 dates the induction head, bench columns, errors") {
+    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set"); return; }
+    const std::string dir = "/tmp/icl_iclca_run_" + std::to_string(getpid());
+    Result r = run("iclca train --preset tiny --threads 1 --out " + dir + "/train --save " + dir + "/ind.safetensors");
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(std::ifstream(dir + "/train/log.csv").good());
+    r = run("iclca convert --load " + dir + "/ind.safetensors --prompt abXcdYabXe --save " + dir + "/conv.safetensors");
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("converted a 10-token prompt") != std::string::npos);
+    CHECK(std::ifstream(dir + "/conv.safetensors").good());
+    r = run("iclca e2 --load " + dir + "/ind.safetensors --trials 20 --seq 64 --threads 1 --out " + dir + "/e2");
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    nlohmann::json e2 = nlohmann::json::parse(slurp(dir + "/e2/summary.json"));
+    CHECK(e2["scored"].get<int>() > 0);
+    CHECK(e2["acc_prompted"].get<double>() == e2["acc_converted"].get<double>());
+    r = run("iclca e3 --preset tiny --threads 1 --out " + dir + "/e3");
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    nlohmann::json e3 = nlohmann::json::parse(slurp(dir + "/e3/summary.json"));
+    REQUIRE(e3["runs"].size() == 2);  // one seed per arm
+    for (const auto& run3 : e3["runs"]) CHECK(run3.contains("step_icl_acc_90"));
+    CHECK(r.out.find("first eval with ICL acc >= 90%") != std::string::npos);
+    CHECK(std::ifstream(dir + "/e3/e3_icl_acc.png").good());
+    r = run("iclca bench --threads 1 --Ms 0 --Ts 128 --out " + dir + "/bench");
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    std::string head = slurp(dir + "/bench/training.csv");
+    head = head.substr(0, head.find('\n'));
+    for (const char* col : {"kattn_fwd_causal_gflops", "matmul_fwd_gflops", "kattn_bwd_causal_gflops", "matmul_bwd_gflops"})
+        CHECK(head.find(col) != std::string::npos);
+    struct Case { std::string cmd; const char* needle; };
+    for (const Case& c : {Case{"iclca convert --prompt ab --save " + dir + "/x.safetensors", "convert needs --load"},
+                          Case{"iclca convert --load " + dir + "/ind.safetensors --save " + dir + "/x.safetensors", "convert needs --prompt"},
+                          Case{"iclca nope", "nope"}}) {
+        Result e = run(c.cmd);
+        CAPTURE(c.cmd);
+        CAPTURE(e.err);
+        CHECK(e.code == 2);
+        CHECK(e.err.find(c.needle) != std::string::npos);
+        CHECK(lines(e.err) == 1);
+    }
+    Result e = run("iclca e2 --preset tiny --device cuda --out " + dir + "/cuda");  // CPU-only binary, or a build without CUDA
+    CHECK(e.code != 0);
+    CHECK(lines(e.err) == 1);
+    std::system(("rm -rf " + dir).c_str());
+}
+
 TEST_CASE("README.md shows each binary's --help exactly (run tools/update_readme_help.sh after changing flags)") {
     if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set"); return; }
     std::string readme = slurp("README.md");
