@@ -373,6 +373,122 @@ TEST_CASE("ICLCA negative controls are caught: off-by-one start (§6.14), new bi
     CHECK(typo > 1e-4);
 }
 
+// One head of kernel attention at the definition level, for the layer-level checks below: rows of q, k, v (m
+// channels each) at positions pos, causal, state started at (bkv (m×m), bd (m)). rope_before = false is the
+// paper's layer (φ first, RoPE on the numerator features only); true is the variant with RoPE applied to q, k
+// BEFORE φ (and no other rotation), the negative control of spec §6.16.
+std::vector<double> one_head(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+                             const std::vector<int>& pos, const std::vector<double>& bkv, const std::vector<double>& bd, int m,
+                             bool rope_before) {
+    const int T = (int)pos.size();
+    auto phi = [](double x) { return x > 0 ? x + 1 : std::exp(x); };
+    auto feats = [&](const double* x, int p, std::vector<double>& f, std::vector<double>& fh) {  // f: denominator, fh: numerator
+        std::vector<double> tab(m), r(m);
+        rope_table(tab.data(), p, m);
+        f.resize(m);
+        fh.resize(m);
+        if (rope_before) {
+            rope_apply(r.data(), x, tab.data(), m);
+            for (int c = 0; c < m; c++) f[c] = fh[c] = phi(r[c]);
+        } else {
+            for (int c = 0; c < m; c++) f[c] = phi(x[c]);
+            rope_apply(fh.data(), f.data(), tab.data(), m);
+        }
+    };
+    std::vector<double> out((size_t)T * m);
+    for (int i = 0; i < T; i++) {
+        std::vector<double> a, ah, c, ch;
+        feats(&q[(size_t)i * m], pos[i], a, ah);
+        std::vector<double> num(m, 0.0);
+        double den = 1e-6;
+        for (int x = 0; x < m; x++) {
+            den += a[x] * bd[x];
+            for (int d = 0; d < m; d++) num[d] += ah[x] * bkv[(size_t)x * m + d];
+        }
+        for (int j = 0; j <= i; j++) {
+            feats(&k[(size_t)j * m], pos[j], c, ch);
+            double sc = 0;
+            for (int x = 0; x < m; x++) { sc += ah[x] * ch[x]; den += a[x] * c[x]; }
+            for (int d = 0; d < m; d++) num[d] += sc * v[(size_t)j * m + d];
+        }
+        for (int d = 0; d < m; d++) out[(size_t)i * m + d] = num[d] / den;
+    }
+    return out;
+}
+
+TEST_CASE("ICLCA at the layer level: RoPE after φ converts exactly, RoPE before φ does not (§6.16); Theorem 4.1's special case (§6.19)") {
+    const int m = 8, M = 9, N = 7, p0 = 2;
+    Rng r(404);
+    auto randv = [&](size_t n, double sd) { std::vector<double> x(n); fill_normal(x.data(), n, r, 0.0, sd); return x; };
+    const std::vector<double> q = randv((size_t)(M + N) * m, 0.8), k = randv((size_t)(M + N) * m, 0.8), v = randv((size_t)(M + N) * m, 1.0);
+    const std::vector<double> bkv = randv((size_t)m * m, 0.3);
+    std::vector<double> bd(m);
+    for (auto& x : bd) x = 0.3 + r.uniform();
+    std::vector<int> pos_full(M + N), pos_in(N);
+    for (int t = 0; t < M + N; t++) pos_full[t] = p0 + t;
+    for (int t = 0; t < N; t++) pos_in[t] = p0 + t;  // the converted model numbers its input from the prompt's start
+    auto rows = [&](const std::vector<double>& x, int from, int n) { return std::vector<double>(x.begin() + (size_t)from * m, x.begin() + (size_t)(from + n) * m); };
+    auto error = [&](bool rope_before) {
+        std::vector<double> prompted = one_head(q, k, v, pos_full, bkv, bd, m, rope_before);
+        // the conversion of spec §2.6 for one layer: b'_KV = R_{-M}(b_KV + Σ_j ĉ_j v_jᵀ), b'_D = b_D + Σ_j c_j
+        std::vector<double> s = bkv, z = bd;
+        for (int j = 0; j < M; j++) {
+            std::vector<double> tab(m), c(m), ch(m), rk(m);
+            rope_table(tab.data(), pos_full[j], m);
+            const double* kj = &k[(size_t)j * m];
+            auto phi = [](double x) { return x > 0 ? x + 1 : std::exp(x); };
+            if (rope_before) { rope_apply(rk.data(), kj, tab.data(), m); for (int x = 0; x < m; x++) c[x] = ch[x] = phi(rk[x]); }
+            else { for (int x = 0; x < m; x++) c[x] = phi(kj[x]); rope_apply(ch.data(), c.data(), tab.data(), m); }
+            for (int x = 0; x < m; x++) {
+                z[x] += c[x];
+                for (int d = 0; d < m; d++) s[(size_t)x * m + d] += ch[x] * v[(size_t)j * m + d];
+            }
+        }
+        std::vector<double> tab(m), col(m), rc(m), b2(s.size());
+        rope_table(tab.data(), -M, m);
+        for (int d = 0; d < m; d++) {
+            for (int x = 0; x < m; x++) col[x] = s[(size_t)x * m + d];
+            rope_apply(rc.data(), col.data(), tab.data(), m);
+            for (int x = 0; x < m; x++) b2[(size_t)x * m + d] = rc[x];
+        }
+        std::vector<double> converted = one_head(rows(q, M, N), rows(k, M, N), rows(v, M, N), pos_in, b2, z, m, rope_before);
+        return relerr(rows(prompted, M, N), converted);
+    };
+    const double after = error(false), before = error(true);
+    MESSAGE("layer-level conversion relerr: RoPE after φ " << after << ", RoPE before φ " << before);
+    CHECK(after < 1e-13);
+    CHECK(before > 1e-3);
+
+    // Theorem 4.1's special case: φ = I, D = 1, no RoPE, no mask, one layer. Outputs o_i = q_iᵀ (b + Σ_{all j} k_j v_jᵀ)
+    // with q = X W_Q, k = X W_K, v = X W_V; the prompt X' folds into b' = b + W_Kᵀ X'ᵀ X' W_V.
+    const int dmodel = 6;
+    const std::vector<double> Xp = randv((size_t)M * dmodel, 1.0), X = randv((size_t)N * dmodel, 1.0);
+    const std::vector<double> WQ = randv((size_t)dmodel * m, 0.5), WK = randv((size_t)dmodel * m, 0.5), WV = randv((size_t)dmodel * m, 0.5);
+    auto mul = [](const std::vector<double>& A, const std::vector<double>& Bm, int n, int kk, int mm, bool tA) {  // (tA ? Aᵀ : A)·B
+        std::vector<double> Cm((size_t)n * mm, 0.0);
+        for (int i = 0; i < n; i++)
+            for (int x = 0; x < kk; x++) {
+                const double a = tA ? A[(size_t)x * n + i] : A[(size_t)i * kk + x];
+                for (int j = 0; j < mm; j++) Cm[(size_t)i * mm + j] += a * Bm[(size_t)x * mm + j];
+            }
+        return Cm;
+    };
+    std::vector<double> Xall = Xp;
+    Xall.insert(Xall.end(), X.begin(), X.end());
+    // prompted: b + K_allᵀ V_all over the whole sequence, read out at the input rows
+    std::vector<double> S = mul(mul(Xall, WK, M + N, dmodel, m, false), mul(Xall, WV, M + N, dmodel, m, false), m, M + N, m, true);
+    for (size_t i = 0; i < S.size(); i++) S[i] += bkv[i];
+    std::vector<double> o_prompted = mul(mul(X, WQ, N, dmodel, m, false), S, N, m, m, false);
+    // converted: b' = b + W_Kᵀ (X'ᵀ X') W_V, then the input alone
+    std::vector<double> XtX = mul(Xp, Xp, dmodel, M, dmodel, true);
+    std::vector<double> bp = mul(WK, mul(XtX, WV, dmodel, dmodel, m, false), m, dmodel, m, true);
+    for (size_t i = 0; i < bp.size(); i++) bp[i] += bkv[i];
+    std::vector<double> Sin = mul(mul(X, WK, N, dmodel, m, false), mul(X, WV, N, dmodel, m, false), m, N, m, true);
+    for (size_t i = 0; i < Sin.size(); i++) Sin[i] += bp[i];
+    std::vector<double> o_converted = mul(mul(X, WQ, N, dmodel, m, false), Sin, N, m, m, false);
+    CHECK(relerr(o_prompted, o_converted) < 1e-13);
+}
+
 TEST_CASE("ICLCA: bias = rebased recurrent state (§6.4), b_D delta > 0 and position-free (§6.17), norm (§6.18)") {
     KernelLMConfig c = tiny_cfg();
     KernelLM<double> m(c, Device::cpu, 1);
