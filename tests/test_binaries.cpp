@@ -133,7 +133,13 @@ TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted), e3 dates
     REQUIRE(e3["runs"].size() == 2);  // one seed per arm
     for (const auto& run3 : e3["runs"]) CHECK(run3.contains("step_icl_acc_90"));
     CHECK(r.out.find("first eval with ICL acc >= 90%") != std::string::npos);
-    CHECK(std::ifstream(dir + "/e3/e3_icl_acc.png").good());
+    for (const char* f : {"/e3/e3_icl_acc.png", "/e3/e3_loss.png", "/e3/e3_val_loss.png"}) CHECK(std::ifstream(dir + f).good());
+    std::remove((dir + "/e3/e3_loss.png").c_str());  // --replot rebuilds the plots from the runs' logs without training
+    r = run("iclca e3 --preset tiny --replot 1 --out " + dir + "/e3");
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    CHECK(std::ifstream(dir + "/e3/e3_loss.png").good());
+    CHECK(r.err.find("step ") == std::string::npos);  // no training progress lines
     r = run("iclca bench --threads 1 --Ms 0 --Ts 128 --out " + dir + "/bench");
     CAPTURE(r.err);
     REQUIRE(r.code == 0);
@@ -144,7 +150,7 @@ TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted), e3 dates
     struct Case { std::string cmd; const char* needle; };
     for (const Case& c : {Case{"iclca convert --prompt ab --save " + dir + "/x.safetensors", "convert needs --load"},
                           Case{"iclca convert --load " + dir + "/ind.safetensors --save " + dir + "/x.safetensors", "convert needs --prompt"},
-                          Case{"iclca nope", "nope"}}) {
+                          Case{"iclca nope", "nope"}, Case{"iclca e3 --replot 1", "--replot 1 needs --out"}}) {
         Result e = run(c.cmd);
         CAPTURE(c.cmd);
         CAPTURE(e.err);
