@@ -75,10 +75,10 @@ inline size_t slice_size(int m, int hs) {
 
 // The chunked form's small products: C (M,N) = [C +] A (M,K) · B (K,N), all row-major, on the calling thread.
 // gemm_f32 packs its operands for large matrices; these products are tiny (64×64×16, 64×16×64, …) and packing
-// dominated. Here an MM_RB×CB tile of C (CB = 16 floats / 8 doubles: two AVX2 registers per row) stays in
-// registers while k runs; A is read in place (one broadcast per row and k), B rows in place (ldb may be a
-// stride, e.g. v inside qkv). Every C element is a plain Σ_k in k order: the definition's numerics up to the
-// order of the terms.
+// dominated. Here an MM_RB×CB tile of C (CB = 16 floats / 8 doubles = 64 bytes: one AVX-512 or two AVX2 registers
+// per row) stays in registers while k runs; A is read in place (one broadcast per row and k), B rows in place
+// (ldb may be a stride, e.g. v inside qkv). Every C element is a plain Σ_k in k order: the definition's numerics
+// up to the order of the terms.
 //
 // Triangular shapes (row block [i0, i0+MM_RB) of C; only what the chunked form needs is computed):
 //   lower_cols  only column tiles reaching j <= i            (e.g. P = Â Ĉᵀ, wanted on and below the diagonal)
