@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "file_util.h"
+
 namespace icl_test {
 
 struct Result { int code; std::string out, err; };
@@ -17,13 +19,6 @@ struct Result { int code; std::string out, err; };
 inline std::string bin_dir() {
     const char* d = std::getenv("ICL_BIN_DIR");
     return d ? d : "";
-}
-
-inline std::string slurp(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
 }
 
 inline Result run(const std::string& args) {

@@ -25,6 +25,8 @@
 #include "models/cgt_eval.h"
 #include "models/cgt_experiment.h"
 
+#include "file_util.h"
+
 using namespace icl;
 
 namespace {
@@ -40,27 +42,17 @@ void randomize(CGT<float>& m, uint64_t seed, double std) {
     m.s.upload(m.s.params, 0, p.data(), p.size());
 }
 
-std::string temp_dir() {
-    char tmpl[] = "/tmp/icl_cgteval_XXXXXX";
-    char* p = mkdtemp(tmpl);
-    REQUIRE(p != nullptr);
-    return p;
-}
 
-void write(const std::string& path, const std::string& text) {
-    std::ofstream f(path, std::ios::binary);
-    f << text;
-}
+using icl_test::spit;
 
-// A two-category corpus whose documents use disjoint letters: "aaa…" pieces and "bbb…" pieces.
-std::string letter_corpus(int pieces) {
-    const std::string dir = temp_dir();
+// A two-category corpus whose documents use disjoint letters: "aaa…" pieces and "bbb…" pieces, as a.txt and
+// b.txt in dir.
+void letter_corpus(const std::string& dir, int pieces) {
     for (char ch : {'a', 'b'}) {
         std::string t;
         for (int i = 0; i < pieces; i++) t += (i ? "%\n" : "") + std::string(30 + i % 7, ch) + " " + std::string(5, ch) + "\n";
-        write(dir + "/" + std::string(1, ch) + ".txt", t);
+        spit(dir + "/" + std::string(1, ch) + ".txt", t);
     }
-    return dir;
 }
 
 CGTConfig small_cfg(const ArithConfig& ac) {
@@ -344,20 +336,23 @@ TEST_CASE("BPE: chunks cover the text, merges start with the most frequent pair,
         for (int i = 0; i < 50; i++) r += (char)rng.below(256);
         CHECK(t.decode(t.encode(r)) == r);
     }
-    const std::string dir = temp_dir();
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
     t.save(dir + "/t.bpe");
     BPE u = BPE::load(dir + "/t.bpe");
     CHECK(u.size() == t.size());
     CHECK(u.encode(text) == t.encode(text));
-    write(dir + "/bad.bpe", "icl-bpe 1 260\n104 101\n999 3\n");
+    spit(dir + "/bad.bpe", "icl-bpe 1 260\n104 101\n999 3\n");
     CHECK_THROWS_AS(BPE::load(dir + "/bad.bpe"), Error);
-    write(dir + "/short.bpe", "icl-bpe 1 260\n104 101\n");
+    spit(dir + "/short.bpe", "icl-bpe 1 260\n104 101\n");
     CHECK_THROWS_AS(BPE::load(dir + "/short.bpe"), Error);
     CHECK_THROWS_AS(BPE::load(dir + "/missing.bpe"), Error);
 }
 
 TEST_CASE("corpus and mixtures: categories from files, val split, joins at a cut in [l_start, l_finish]") {
-    const std::string dir = letter_corpus(20);
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
+    letter_corpus(dir, 20);
     Corpus cp = corpus_load(dir, nullptr, 0.1, 40);
     REQUIRE(cp.categories() == 2);
     CHECK(cp.names[0] == "a");
@@ -385,7 +380,9 @@ TEST_CASE("corpus and mixtures: categories from files, val split, joins at a cut
 }
 
 TEST_CASE("text_evaluate on a tiny model: finite curves, EMA γ=0 equals specialized, plots written") {
-    const std::string dir = letter_corpus(12);
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
+    letter_corpus(dir, 12);
     Corpus cp = corpus_load(dir, nullptr, 0.1, 30);
     MixConfig mc{24, 8, 12, 0.5};
     CGTConfig c;
@@ -424,12 +421,13 @@ TEST_CASE("text_evaluate on a tiny model: finite curves, EMA γ=0 equals special
 TEST_CASE("train_cgt --compare end to end: a tiny ICL table and an LR table; bad variants exit 2") {
     const char* bin = std::getenv("ICL_BIN_DIR");
     if (!bin) { MESSAGE("skipped: ICL_BIN_DIR not set (run through `make test`)"); return; }
-    const std::string dir = temp_dir();
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
     auto sh = [&](const std::string& args) {
         const int st = std::system((std::string(bin) + "/train_cgt " + args + " >" + dir + "/out.txt 2>" + dir + "/err.txt </dev/null").c_str());
         return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     };
-    auto slurp = [](const std::string& p) { std::ifstream f(p); std::stringstream ss; ss << f.rdbuf(); return ss.str(); };
+    using icl_test::slurp;
     CHECK(sh("--preset tiny --n-tasks 2 --digits 1 --compare baseline,eta1,aux-reg --seeds 2 --steps 2 --eval-seqs 6 --out " + dir + "/icl") == 0);
     const std::string md = slurp(dir + "/icl/table.md");
     CHECK(md.find("| Specialized accuracy (frozen y after ex. 2, ex. 1–2 removed) | – |") != std::string::npos);

@@ -18,33 +18,14 @@
 #include "engine/rng.h"
 #include "engine/safetensors.h"
 
+#include "file_util.h"
+
 namespace {
 
-struct TmpDir {
-    std::string path;
-    TmpDir() {
-        char tmpl[] = "/tmp/icl_ckpt_XXXXXX";
-        char* p = mkdtemp(tmpl);
-        REQUIRE(p != nullptr);
-        path = p;
-    }
-    ~TmpDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path, ec);
-    }
-    std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using icl_test::slurp;
+using icl_test::spit;
+using icl_test::TmpDir;  // a fresh /tmp directory, removed with its contents at the end of the test
 
-std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-void spit(const std::string& path, const std::string& bytes) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(bytes.data(), (std::streamsize)bytes.size());
-}
 uint64_t header_len(const std::string& file) {
     uint64_t n = 0;
     for (int k = 0; k < 8; k++) n |= (uint64_t)(unsigned char)file[k] << (8 * k);
@@ -59,16 +40,8 @@ std::string make_st(const std::string& header, const std::string& data) {
     return out + h + data;
 }
 
-bool have_numpy() {
-    static int ok = -1;
-    if (ok < 0) ok = std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
-    return ok == 1;
-}
-bool run_python(const TmpDir& dir, const std::string& script) {
-    std::string py = dir / "script.py";
-    spit(py, script);
-    return std::system(("/usr/bin/python3 " + py).c_str()) == 0;
-}
+using icl_test::have_numpy;
+using icl_test::run_python;
 
 template <class T> std::vector<T> random_values(size_t n, uint64_t seed) {
     icl::Rng rng(seed);

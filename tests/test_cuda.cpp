@@ -107,10 +107,6 @@ using icl_test::bin_dir;
 using Run = icl_test::Result;
 Run run_bin(const std::string& args) { return icl_test::run(args); }
 
-std::string tmpdir() {
-    char tmpl[] = "/tmp/icl_cuda_XXXXXX";
-    return mkdtemp(tmpl);
-}
 
 // A (B,T) window of arithmetic sequences with a non-uniform mask (zeros included).
 Batch arith_window(int B, int T, uint64_t seed) {
@@ -801,7 +797,8 @@ TEST_CASE("cuda models: a checkpoint saved on one device loads on the other") {
     REQUIRE_GPU_OR_SKIP();
     GPTConfig cfg;
     cfg.L = 2; cfg.C = 32; cfg.NH = 4; cfg.V = ARITH_VOCAB; cfg.maxT = 32;
-    const std::string dir = tmpdir();
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
     const Batch bt = arith_window(2, 30, 15);
     // GPU -> CPU: the CPU model gets the GPU's parameters bit for bit and computes the same outputs
     GPT<float> gpu(cfg, GPU, 21);
@@ -877,7 +874,8 @@ TEST_CASE("npydiff: identical dumps pass; a perturbed, a missing, an extra and a
     GPT<float> m(cfg, Device::cpu, 3);
     m.forward(bt);
     m.backward();
-    const std::string a = tmpdir(), b = tmpdir();
+    icl_test::TmpDir ta, tb;
+    const std::string a = ta.path, b = tb.path;
     m.s.dump_npy(a, 0);
     m.s.dump_npy(b, 0);
     std::FILE* sink = std::fopen("/dev/null", "w");

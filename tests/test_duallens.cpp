@@ -34,6 +34,7 @@
 #include "models/fdcheck.h"
 #include "models/gpt.h"
 #include "vec_util.h"
+#include "file_util.h"
 
 namespace {
 
@@ -375,7 +376,7 @@ Cmd run_bin(const std::string& args) {
     const std::string o = "/tmp/icl_dual_out_" + std::to_string(getpid()) + "_" + std::to_string(k);
     const std::string e = "/tmp/icl_dual_err_" + std::to_string(getpid()) + "_" + std::to_string(k++);
     const int st = std::system((bin_dir() + "/" + args + " >" + o + " 2>" + e + " </dev/null").c_str());
-    auto slurp = [](const std::string& p) { std::ifstream f(p); std::stringstream ss; ss << f.rdbuf(); return ss.str(); };
+    using icl_test::slurp;
     Cmd r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
     std::remove(o.c_str());
     std::remove(e.c_str());
@@ -509,8 +510,8 @@ TEST_CASE("train_gpt / duallens binaries: --attn-* flags, one-line errors") {
         CHECK(!std::ifstream("/tmp/icl_dual_refused/summary.json").good());
     }
     // a short modified run trains and says which modification it used
-    char tmpl[] = "/tmp/icl_dual_XXXXXX";
-    const std::string dir = mkdtemp(tmpl);
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
     Cmd r = run_bin("train_gpt --preset tiny --task linreg --steps 3 --attn-mod negative --attn-beta 0.5 --attn-neighbors random --out " + dir +
                     "/run --threads 1");
     CHECK(r.code == 0);

@@ -15,6 +15,7 @@
 #include "models/fdcheck.h"
 #include "models/gpt.h"
 #include "models/trainer.h"
+#include "file_util.h"
 
 using namespace icl;
 
@@ -43,10 +44,6 @@ Batch tiny_arith(int B, int T, uint64_t seed) {
 template <typename real>
 void randomize(GPT<real>& m, uint64_t seed, double std) { m.s.randomize_params(seed, std); }
 
-std::string tmpdir() {
-    char tmpl[] = "/tmp/icl_gpt_XXXXXX";
-    return mkdtemp(tmpl);
-}
 
 }  // namespace
 
@@ -149,7 +146,8 @@ TEST_CASE("determinism: same seed and threads give bit-identical losses") {
 }
 
 TEST_CASE("checkpoint: save, load into a fresh model, identical outputs; a mismatched config is refused") {
-    std::string dir = tmpdir();
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
     GPT<float> a(tiny_cfg(12), Device::cpu, 1);
     randomize(a, 3, 0.2);
     Batch bt = tiny_arith(2, 12, 8);
@@ -173,7 +171,8 @@ TEST_CASE("checkpoint: save, load into a fresh model, identical outputs; a misma
 }
 
 TEST_CASE("--dump-npy writes every parameter, activation and gradient with an index") {
-    std::string dir = tmpdir();
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
     GPT<float> m(tiny_cfg(6), Device::cpu, 1);
     Batch bt = tiny_arith(2, 6, 3);
     m.forward(bt);
@@ -195,7 +194,8 @@ TEST_CASE("--dump-npy writes every parameter, activation and gradient with an in
 }
 
 TEST_CASE("a short run on the arithmetic task lowers the loss well below its start") {
-    std::string dir = tmpdir();
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
     GPTConfig c;
     c.L = 2; c.C = 48; c.NH = 4; c.V = ARITH_VOCAB; c.maxT = 243;
     GPT<float> m(c, Device::cpu, 1);
@@ -217,7 +217,8 @@ TEST_CASE("a short run on the arithmetic task lowers the loss well below its sta
 }
 
 TEST_CASE("a NaN loss or gradient stops training, names the step/tensor, and keeps the last checkpoint") {
-    std::string dir = tmpdir();
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
     GPTConfig c = tiny_cfg(16);
     GPT<float> m(c, Device::cpu, 1);
     Batch bt = tiny_arith(2, 16, 3);

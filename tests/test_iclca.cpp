@@ -10,6 +10,7 @@
 
 #include "engine/rng.h"
 #include "fdcheck.h"
+#include "file_util.h"
 #include "layers/kernel_attention.h"
 #include "layers/rope.h"
 #include "models/fdcheck.h"
@@ -622,8 +623,8 @@ TEST_CASE("induction task: committed followers, scored positions, checkpoint rou
     KernelLM<float> m(c, Device::cpu, 1);
     randomize_model(m, 3, 0.3);
     iclca_convert(m, std::vector<int>{1, 2, 3, 4}, 0);
-    char tmpl[] = "/tmp/icl_iclca_XXXXXX";
-    std::string dir = mkdtemp(tmpl);
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
     m.s.save(dir + "/c.safetensors", {{"iclca_prompt_tokens", "4"}});
     KernelLM<float> m2(c, Device::cpu, 9);
     m2.s.load(dir + "/c.safetensors");

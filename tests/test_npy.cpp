@@ -16,46 +16,15 @@
 #include "engine/npy.h"
 #include "engine/rng.h"
 
+#include "file_util.h"
+
 namespace {
 
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct TmpDir {
-    std::string path;
-    TmpDir() {
-        char tmpl[] = "/tmp/icl_npy_XXXXXX";
-        char* p = mkdtemp(tmpl);
-        REQUIRE(p != nullptr);
-        path = p;
-    }
-    ~TmpDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path, ec);
-    }
-    std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
-
-std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-void spit(const std::string& path, const std::string& bytes) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(bytes.data(), (std::streamsize)bytes.size());
-}
-
-bool have_numpy() {
-    static int ok = -1;
-    if (ok < 0) ok = std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
-    return ok == 1;
-}
-// Run a Python script (written to a file in `dir`) with /usr/bin/python3; true on exit status 0.
-bool run_python(const TmpDir& dir, const std::string& script) {
-    std::string py = dir / "script.py";
-    spit(py, script);
-    return std::system(("/usr/bin/python3 " + py).c_str()) == 0;
-}
+using icl_test::slurp;
+using icl_test::spit;
+using icl_test::TmpDir;  // a fresh /tmp directory, removed with its contents at the end of the test
+using icl_test::have_numpy;
+using icl_test::run_python;
 
 // A .npy file with an arbitrary dict text and payload, padded like NumPy does (for corrupt-file tests).
 std::string make_npy(const std::string& dict, const std::string& payload, int major = 1) {

@@ -16,6 +16,7 @@
 
 #include "engine/common.h"
 #include "engine/plot.h"
+#include "file_util.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -30,20 +31,9 @@
 
 namespace {
 
-struct PlotTmpDir {
-    std::string path;
-    PlotTmpDir() {
-        char tmpl[] = "/tmp/icl_plot_XXXXXX";
-        char* p = mkdtemp(tmpl);
-        REQUIRE(p != nullptr);
-        path = p;
-    }
-    ~PlotTmpDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path, ec);
-    }
-    std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using icl_test::slurp;
+using icl_test::spit;
+using icl_test::TmpDir;  // a fresh /tmp directory, removed with its contents at the end of the test
 
 struct Image {
     int w = 0, h = 0;
@@ -79,17 +69,7 @@ Image load_png(const std::string& path) {
 
 bool exists(const std::string& p) { return std::filesystem::exists(p); }
 
-void spit(const std::string& path, const std::string& text) {
-    std::ofstream f(path, std::ios::binary);
-    f << text;
-}
 
-std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 icl::LinePlot loss_plot() {
     icl::LinePlot p;
@@ -124,7 +104,7 @@ int run_cmd(const std::string& cmd) {
 TEST_SUITE("plot") {
 
 TEST_CASE("line plot: linear y, size, series colours in the plot area, no temp file left") {
-    PlotTmpDir dir;
+    TmpDir dir;
     icl::LinePlot p = loss_plot();
     icl::save_line_plot(dir / "loss.png", p, 640, 420);
     CHECK_FALSE(exists(dir / "loss.png.tmp.png"));
@@ -147,7 +127,7 @@ TEST_CASE("line plot: linear y, size, series colours in the plot area, no temp f
 }
 
 TEST_CASE("line plot: log y with NaN gaps, a reference line and an all-NaN series") {
-    PlotTmpDir dir;
+    TmpDir dir;
     icl::LinePlot p = loss_plot();
     p.logy = true;
     p.series[0].y[10] = NAN;
@@ -177,7 +157,7 @@ TEST_CASE("line plot: log y with NaN gaps, a reference line and an all-NaN serie
 }
 
 TEST_CASE("line plot: x omitted, constant series, fixed y range, log x") {
-    PlotTmpDir dir;
+    TmpDir dir;
     icl::LinePlot p;
     icl::Series s;
     s.label = "flat";
@@ -205,7 +185,7 @@ TEST_CASE("line plot: x omitted, constant series, fixed y range, log x") {
 }
 
 TEST_CASE("line plot: errors name the problem") {
-    PlotTmpDir dir;
+    TmpDir dir;
     icl::LinePlot p = loss_plot();
     p.series[1].x.pop_back();
     CHECK_THROWS_WITH_AS(icl::save_line_plot(dir / "a.png", p), doctest::Contains("x values"), icl::Error);
@@ -232,7 +212,7 @@ TEST_CASE("line plot: errors name the problem") {
 }
 
 TEST_CASE("heatmap: sequential, colour bar gradient, NaN cells grey") {
-    PlotTmpDir dir;
+    TmpDir dir;
     icl::Heatmap h;
     h.title = "checkerboard";
     h.xlabel = "key";
@@ -269,7 +249,7 @@ TEST_CASE("heatmap: sequential, colour bar gradient, NaN cells grey") {
 }
 
 TEST_CASE("heatmap: diverging map centred at 0, large matrix, fixed range") {
-    PlotTmpDir dir;
+    TmpDir dir;
     icl::Heatmap h;
     h.title = "signed";
     h.diverging = true;
@@ -306,7 +286,7 @@ TEST_CASE("heatmap: diverging map centred at 0, large matrix, fixed range") {
 }
 
 TEST_CASE("heatmap: errors") {
-    PlotTmpDir dir;
+    TmpDir dir;
     icl::Heatmap h;
     h.rows = 3, h.cols = 4;
     h.values.assign(11, 1.0);
@@ -325,7 +305,7 @@ TEST_CASE("heatmap: errors") {
 }
 
 TEST_CASE("scatter: category colours and legend; errors") {
-    PlotTmpDir dir;
+    TmpDir dir;
     icl::Scatter s;
     s.title = "embedding";
     s.category_names = {"a", "b", "c"};
@@ -394,7 +374,7 @@ TEST_CASE("ticks: 1-2-5 steps and compact labels") {
 }
 
 TEST_CASE("csv: header, missing cells, quotes, CRLF; refusals") {
-    PlotTmpDir dir;
+    TmpDir dir;
     spit(dir / "log.csv",
          "step,loss,val_loss,\"note, quoted\"\r\n"
          "0,4.5,4.6,start\r\n"
@@ -436,7 +416,7 @@ TEST_CASE("plotlog tool (needs ICL_BIN_DIR)") {
         MESSAGE("skipped: set ICL_BIN_DIR to the directory holding the built plotlog");
         return;
     }
-    PlotTmpDir dir;
+    TmpDir dir;
     std::string csv = "step,loss,val_loss,lr,ms_per_step\n";
     for (int i = 0; i <= 200; i++)
         csv += icl::strfmt("%d,%g,%s,%g,%g\n", i, 3 * std::exp(-i / 50.0) + 1,
