@@ -612,7 +612,7 @@ int cmd_bench(const Cli& cli) {
         op::op_profile().enabled = true;
         for (int i = 0; i < 3; i++) { km.forward(bt); km.backward(); }
         op::op_profile().enabled = false;
-        const double hs = c.hs(), CHf = KA_CHUNK, nT = (double)T, heads = 3.0 * c.L * c.NH * nT;  // 3 passes × layers × heads × tokens
+        const double hs = c.hs(), CHf = KA_CHUNK, nT = (double)T, head_tokens = 3.0 * c.L * c.NH * nT;  // 3 passes × layers × heads × tokens
         // flops per head and token of the chunked form. Forward: P (2·CH·m), P·V (2·CH·hs), Â·S (2·m·hs),
         // S += ĈᵀV (2·m·hs), with the full CH×CH block ("nominal": what a GEMM-per-product chunked form executes,
         // and the count of the earlier tables) or only its causal half ("causal": the useful work; the register-
@@ -620,9 +620,9 @@ int cmd_bench(const Cli& cli) {
         // products (tril(DnVᵀ), ·Ĉ, triu(VDnᵀ), ·Â, triu(ĈÂᵀ), ·Dn) and five m×hs ones (DnSᵀ, S update, VUᵀ, ĈU,
         // U update).
         const double t_k = op::op_profile().seconds["kernel attention fwd"], t_kb = op::op_profile().seconds["kernel attention bwd"];
-        double kflops = heads * (2 * CHf * hs + 2 * CHf * hs + 4 * hs * hs);
-        double kflops_causal = heads * ((CHf + 1) * hs + (CHf + 1) * hs + 4 * hs * hs);
-        double kflops_bwd = heads * (6 * (CHf + 1) * hs + 10 * hs * hs);
+        double kflops = head_tokens * (2 * CHf * hs + 2 * CHf * hs + 4 * hs * hs);
+        double kflops_causal = head_tokens * ((CHf + 1) * hs + (CHf + 1) * hs + 4 * hs * hs);
+        double kflops_bwd = head_tokens * (6 * (CHf + 1) * hs + 10 * hs * hs);
         double kgf = kflops / t_k / 1e9, kgf_causal = kflops_causal / t_k / 1e9, kgf_bwd = kflops_bwd / t_kb / 1e9;
         // all matmul flops of the model (qkv, proj, fc, fc-proj, LM head) over their time; backward = 2 × forward
         double mflops = 3.0 * nT * (c.L * 2.0 * (3 * c.C * c.C + c.C * c.C + 8.0 * c.C * c.C) + 2.0 * c.C * c.V);

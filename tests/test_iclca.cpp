@@ -22,21 +22,35 @@ using namespace icl;
 
 namespace {
 
+// The features of one row x (m channels) at position p: f = φ(x) (denominator) and fh = R_p φ(x) (numerator) —
+// the paper's layer. rope_before = true is the negative control of spec §6.16: f = fh = φ(R_p x).
+void features(const double* x, int p, int m, bool rope_before, std::vector<double>& f, std::vector<double>& fh) {
+    auto phi = [](double u) { return u > 0 ? u + 1 : std::exp(u); };
+    std::vector<double> tab(m), r(m);
+    rope_table(tab.data(), p, m);
+    f.resize(m);
+    fh.resize(m);
+    if (rope_before) {
+        rope_apply(r.data(), x, tab.data(), m);
+        for (int c = 0; c < m; c++) f[c] = fh[c] = phi(r[c]);
+    } else {
+        for (int c = 0; c < m; c++) f[c] = phi(x[c]);
+        rope_apply(fh.data(), f.data(), tab.data(), m);
+    }
+}
+
 // Straight from the definition (spec §1.6 Eq. 13): O(T²) per head, no chunks, no state. The reference the
-// chunked form is compared with.
+// chunked form is compared with (and, with rope_before, the §6.16 variant).
 void kattn_reference(std::vector<double>& out, const std::vector<double>& qkv, const std::vector<int>& pos,
-                     const double* bkv, const double* bd, int B, int T, int C, int NH, double eps) {
+                     const double* bkv, const double* bd, int B, int T, int C, int NH, double eps, bool rope_before = false) {
     const int hs = C / NH, m = hs;
     out.assign((size_t)B * T * C, 0.0);
-    auto phi = [](double x) { return x > 0 ? x + 1 : std::exp(x); };
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < T; i++) {
                 const double* q = &qkv[((size_t)b * T + i) * 3 * C + h * hs];
-                std::vector<double> a(m), ah(m), tab(m);
-                for (int k = 0; k < m; k++) a[k] = phi(q[k]);
-                rope_table(tab.data(), pos[b * T + i], m);
-                rope_apply(ah.data(), a.data(), tab.data(), m);
+                std::vector<double> a, ah, c, ch;
+                features(q, pos[b * T + i], m, rope_before, a, ah);
                 std::vector<double> num(hs, 0.0);
                 double den = eps;
                 for (int k = 0; k < m; k++) {
@@ -46,10 +60,7 @@ void kattn_reference(std::vector<double>& out, const std::vector<double>& qkv, c
                 for (int j = 0; j <= i; j++) {
                     const double* kk = &qkv[((size_t)b * T + j) * 3 * C + C + h * hs];
                     const double* v = kk + C;
-                    std::vector<double> c(m), ch(m), tj(m);
-                    for (int k = 0; k < m; k++) c[k] = phi(kk[k]);
-                    rope_table(tj.data(), pos[b * T + j], m);
-                    rope_apply(ch.data(), c.data(), tj.data(), m);
+                    features(kk, pos[b * T + j], m, rope_before, c, ch);
                     double score = 0;
                     for (int k = 0; k < m; k++) { score += ah[k] * ch[k]; den += a[k] * c[k]; }
                     for (int d = 0; d < hs; d++) num[d] += score * v[d];
@@ -374,49 +385,6 @@ TEST_CASE("ICLCA negative controls are caught: off-by-one start (§6.14), new bi
     CHECK(typo > 1e-4);
 }
 
-// One head of kernel attention at the definition level, for the layer-level checks below: rows of q, k, v (m
-// channels each) at positions pos, causal, state started at (bkv (m×m), bd (m)). rope_before = false is the
-// paper's layer (φ first, RoPE on the numerator features only); true is the variant with RoPE applied to q, k
-// BEFORE φ (and no other rotation), the negative control of spec §6.16.
-std::vector<double> one_head(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-                             const std::vector<int>& pos, const std::vector<double>& bkv, const std::vector<double>& bd, int m,
-                             bool rope_before) {
-    const int T = (int)pos.size();
-    auto phi = [](double x) { return x > 0 ? x + 1 : std::exp(x); };
-    auto feats = [&](const double* x, int p, std::vector<double>& f, std::vector<double>& fh) {  // f: denominator, fh: numerator
-        std::vector<double> tab(m), r(m);
-        rope_table(tab.data(), p, m);
-        f.resize(m);
-        fh.resize(m);
-        if (rope_before) {
-            rope_apply(r.data(), x, tab.data(), m);
-            for (int c = 0; c < m; c++) f[c] = fh[c] = phi(r[c]);
-        } else {
-            for (int c = 0; c < m; c++) f[c] = phi(x[c]);
-            rope_apply(fh.data(), f.data(), tab.data(), m);
-        }
-    };
-    std::vector<double> out((size_t)T * m);
-    for (int i = 0; i < T; i++) {
-        std::vector<double> a, ah, c, ch;
-        feats(&q[(size_t)i * m], pos[i], a, ah);
-        std::vector<double> num(m, 0.0);
-        double den = 1e-6;
-        for (int x = 0; x < m; x++) {
-            den += a[x] * bd[x];
-            for (int d = 0; d < m; d++) num[d] += ah[x] * bkv[(size_t)x * m + d];
-        }
-        for (int j = 0; j <= i; j++) {
-            feats(&k[(size_t)j * m], pos[j], c, ch);
-            double sc = 0;
-            for (int x = 0; x < m; x++) { sc += ah[x] * ch[x]; den += a[x] * c[x]; }
-            for (int d = 0; d < m; d++) num[d] += sc * v[(size_t)j * m + d];
-        }
-        for (int d = 0; d < m; d++) out[(size_t)i * m + d] = num[d] / den;
-    }
-    return out;
-}
-
 TEST_CASE("ICLCA at the layer level: RoPE after φ converts exactly, RoPE before φ does not (§6.16); Theorem 4.1's special case (§6.19)") {
     const int m = 8, M = 9, N = 7, p0 = 2;
     Rng r(404);
@@ -429,17 +397,19 @@ TEST_CASE("ICLCA at the layer level: RoPE after φ converts exactly, RoPE before
     for (int t = 0; t < M + N; t++) pos_full[t] = p0 + t;
     for (int t = 0; t < N; t++) pos_in[t] = p0 + t;  // the converted model numbers its input from the prompt's start
     auto rows = [&](const std::vector<double>& x, int from, int n) { return std::vector<double>(x.begin() + (size_t)from * m, x.begin() + (size_t)(from + n) * m); };
+    auto qkv_rows = [&](int from, int n) {  // rows [from, from+n) as the layer's (T, 3C) input with C = m, one head
+        std::vector<double> x;
+        for (int t = from; t < from + n; t++)
+            for (const std::vector<double>* y : {&q, &k, &v}) x.insert(x.end(), y->begin() + (size_t)t * m, y->begin() + (size_t)(t + 1) * m);
+        return x;
+    };
     auto error = [&](bool rope_before) {
-        std::vector<double> prompted = one_head(q, k, v, pos_full, bkv, bd, m, rope_before);
+        std::vector<double> prompted, converted;
+        kattn_reference(prompted, qkv_rows(0, M + N), pos_full, bkv.data(), bd.data(), 1, M + N, m, 1, 1e-6, rope_before);
         // the conversion of spec §2.6 for one layer: b'_KV = R_{-M}(b_KV + Σ_j ĉ_j v_jᵀ), b'_D = b_D + Σ_j c_j
-        std::vector<double> s = bkv, z = bd;
+        std::vector<double> s = bkv, z = bd, c, ch;
         for (int j = 0; j < M; j++) {
-            std::vector<double> tab(m), c(m), ch(m), rk(m);
-            rope_table(tab.data(), pos_full[j], m);
-            const double* kj = &k[(size_t)j * m];
-            auto phi = [](double x) { return x > 0 ? x + 1 : std::exp(x); };
-            if (rope_before) { rope_apply(rk.data(), kj, tab.data(), m); for (int x = 0; x < m; x++) c[x] = ch[x] = phi(rk[x]); }
-            else { for (int x = 0; x < m; x++) c[x] = phi(kj[x]); rope_apply(ch.data(), c.data(), tab.data(), m); }
+            features(&k[(size_t)j * m], pos_full[j], m, rope_before, c, ch);
             for (int x = 0; x < m; x++) {
                 z[x] += c[x];
                 for (int d = 0; d < m; d++) s[(size_t)x * m + d] += ch[x] * v[(size_t)j * m + d];
@@ -452,7 +422,7 @@ TEST_CASE("ICLCA at the layer level: RoPE after φ converts exactly, RoPE before
             rope_apply(rc.data(), col.data(), tab.data(), m);
             for (int x = 0; x < m; x++) b2[(size_t)x * m + d] = rc[x];
         }
-        std::vector<double> converted = one_head(rows(q, M, N), rows(k, M, N), rows(v, M, N), pos_in, b2, z, m, rope_before);
+        kattn_reference(converted, qkv_rows(M, N), pos_in, b2.data(), z.data(), 1, N, m, 1, 1e-6, rope_before);
         return relerr(rows(prompted, M, N), converted);
     };
     const double after = error(false), before = error(true);

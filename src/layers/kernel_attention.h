@@ -149,6 +149,15 @@ inline void zero_tri_block(real* X, int ld, int n, bool lower) {
             for (int j = b0; j < i; j++) X[(size_t)i * ld + j] = real(0);
     }
 }
+// The chunked form's masked product: C (n,N) [+]= tri(A B) · D with A (n,K), B (K,n), D (n,N), where tri keeps the
+// lower (j <= i) or upper (j >= i) triangle of the n×n matrix A·B, formed in Q (row stride KA_CHUNK).
+template <typename real>
+inline void tri_chain(int n, int K, int N, const real* A, int lda, const real* B, int ldb, real* Q, const real* D, int ldd, real* C,
+                      int ldc, bool accumulate, bool lower) {
+    mm_nn<real>(n, n, K, A, lda, B, ldb, Q, KA_CHUNK, false, lower ? Tri::lower_cols : Tri::upper_cols);
+    zero_tri_block(Q, KA_CHUNK, n, lower);
+    mm_nn<real>(n, N, n, Q, KA_CHUNK, D, ldd, C, ldc, accumulate, lower ? Tri::lower_k : Tri::upper_k);
+}
 // dst (cols, rows) = srcᵀ for src (rows, cols) with row stride lds; dst row stride ldd.
 template <typename real>
 inline void transpose(real* dst, int ldd, const real* src, int lds, int rows, int cols) {
@@ -287,52 +296,34 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
         const real* tb = tab + (size_t)n * m;
 #ifdef ICL_GELU_AVX2
         if constexpr (std::is_same_v<real, float>) {
-#ifdef __AVX512F__
-            if (m % 16 == 0) {  // the same, 16 lanes at a time (the AVX2 branch below is the commented one)
+            if (m % 8 == 0) {  // φ and the pair rotation a whole register at a time: y = x·[c,c] + swap(x)·[−s,s]
                 alignas(64) float cc[512], ss[512];
                 for (int k = 0; k < m / 2; k++) {
                     cc[2 * k] = cc[2 * k + 1] = tb[k];
                     ss[2 * k] = -tb[m / 2 + k];
                     ss[2 * k + 1] = tb[m / 2 + k];
                 }
-                const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-                for (int h = 0; h < NH; h++) {
-                    const size_t o = (((size_t)b * NH + h) * T + t) * m;
-                    for (int part = 0; part < 2; part++) {
-                        const float* x = qkv + (size_t)n * C3 + part * C + h * hs;
-                        float* f = (part ? phik : phiq) + o;
-                        float* rf = (part ? rphik : rphiq) + o;
-                        for (int i = 0; i < m; i += 16) {
-                            const __m512 xv = _mm512_loadu_ps(x + i);
-                            const __m512 e = vmath::exp16(_mm512_min_ps(xv, zero));
-                            const __m512 a = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(xv, zero, _CMP_GT_OQ), _mm512_add_ps(xv, one));
-                            _mm512_storeu_ps(f + i, a);
-                            const __m512 sw = _mm512_permute_ps(a, 0xB1);
-                            _mm512_storeu_ps(rf + i, _mm512_fmadd_ps(sw, _mm512_load_ps(ss + i), _mm512_mul_ps(a, _mm512_load_ps(cc + i))));
-                        }
-                    }
-                }
-                continue;
-            }
-#endif
-            if (m % 8 == 0) {  // φ and the pair rotation 8 lanes at a time: y = x·[c,c] + swap(x)·[−s,s]
-                alignas(32) float cc[512], ss[512];
-                for (int k = 0; k < m / 2; k++) {
-                    cc[2 * k] = cc[2 * k + 1] = tb[k];
-                    ss[2 * k] = -tb[m / 2 + k];
-                    ss[2 * k + 1] = tb[m / 2 + k];
-                }
-                const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
                 for (int h = 0; h < NH; h++) {
                     const size_t o = (((size_t)b * NH + h) * T + t) * m;
                     for (int part = 0; part < 2; part++) {  // q, then k
                         const float* x = qkv + (size_t)n * C3 + part * C + h * hs;
                         float* f = (part ? phik : phiq) + o;
                         float* rf = (part ? rphik : rphiq) + o;
-                        for (int i = 0; i < m; i += 8) {
-                            const __m256 xv = _mm256_loadu_ps(x + i);
+                        int i = 0;
+#ifdef __AVX512F__
+                        for (; i + 16 <= m; i += 16) {  // 16 lanes (exp16 = exp8 lane for lane; 7% faster than 8 lanes here)
+                            const __m512 xv = _mm512_loadu_ps(x + i), zero = _mm512_setzero_ps();
+                            const __m512 e = vmath::exp16(_mm512_min_ps(xv, zero));
+                            const __m512 a = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(xv, zero, _CMP_GT_OQ), _mm512_add_ps(xv, _mm512_set1_ps(1.0f)));
+                            _mm512_storeu_ps(f + i, a);
+                            const __m512 sw = _mm512_permute_ps(a, 0xB1);
+                            _mm512_storeu_ps(rf + i, _mm512_fmadd_ps(sw, _mm512_load_ps(ss + i), _mm512_mul_ps(a, _mm512_load_ps(cc + i))));
+                        }
+#endif
+                        for (; i < m; i += 8) {  // 8 lanes
+                            const __m256 xv = _mm256_loadu_ps(x + i), zero = _mm256_setzero_ps();
                             const __m256 e = vmath::exp8(_mm256_min_ps(xv, zero));
-                            const __m256 a = _mm256_blendv_ps(e, _mm256_add_ps(xv, one), _mm256_cmp_ps(xv, zero, _CMP_GT_OQ));
+                            const __m256 a = _mm256_blendv_ps(e, _mm256_add_ps(xv, _mm256_set1_ps(1.0f)), _mm256_cmp_ps(xv, zero, _CMP_GT_OQ));
                             _mm256_storeu_ps(f + i, a);
                             const __m256 sw = _mm256_permute_ps(a, 0xB1);  // (a1,a0,a3,a2,…)
                             _mm256_storeu_ps(rf + i, _mm256_fmadd_ps(sw, _mm256_load_ps(ss + i), _mm256_mul_ps(a, _mm256_load_ps(cc + i))));
@@ -356,7 +347,7 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
         real* sl = slices + (size_t)thread_id() * slice_size(m, hs);
-        real* P = sl;                            // (CH,CH)  this chunk's Â Ĉᵀ (causal part)
+        real* P = sl;                            // (CH,CH)  this chunk's tril(Â Ĉᵀ)
         real* S = P + (size_t)CH * CH;           // (m,hs)   the running numerator state
         real* Ct = S + (size_t)m * hs;           // (m,CH)   Ĉcᵀ
         real* z = Ct + (size_t)m * CH;           // (m)
@@ -377,12 +368,9 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
             const real* vc = v + (size_t)t0 * C3;    // (n,hs) stride 3C, read in place
             real* oc = o + (size_t)t0 * C;           // (n,hs) stride C
             transpose(Ct, CH, Chc, m, n, m);  // the one operand that needs a copy: Ĉcᵀ
-            // P = Âc Ĉcᵀ, causal inside the chunk (j <= i): only the tiles on or below the diagonal
-            mm_nn<real>(n, n, m, Ahc, m, Ct, CH, P, CH, false, Tri::lower_cols);
-            zero_tri_block(P, CH, n, true);
-            // numerator: Âc S_prev (inter-chunk) + P Vc (intra-chunk, masked: row i needs only k <= i)
+            // numerator: Âc S_prev (inter-chunk) + tril(Âc Ĉcᵀ) Vc (intra-chunk, causal: j <= i)
             mm_nn<real>(n, hs, m, Ahc, m, S, hs, oc, C, false);
-            mm_nn<real>(n, hs, n, P, CH, vc, C3, oc, C, true, Tri::lower_k);
+            tri_chain(n, m, hs, Ahc, m, Ct, CH, P, vc, C3, oc, C, true, true);
             // denominator (unrotated, running z) and the division
             chunk_denominators(dn + t0, z, A + (size_t)t0 * m, Cf + (size_t)t0 * m, n, m, eps);
             for (int i = 0; i < n; i++) {
@@ -469,9 +457,7 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
             transpose(St, m, S, hs, m, hs);
             mm_nn<real>(n, m, hs, Dn, hs, St, m, X, m, false);
             transpose(Vt, CH, vc, C3, n, hs);
-            mm_nn<real>(n, n, hs, Dn, hs, Vt, CH, Q, CH, false, Tri::lower_cols);
-            zero_tri_block(Q, CH, n, true);
-            mm_nn<real>(n, m, n, Q, CH, Chc, m, X, m, true, Tri::lower_k);
+            tri_chain(n, hs, m, Dn, hs, Vt, CH, Q, Chc, m, X, m, true, true);
             for (int i = 0; i < n; i++) {
                 const int t = t0 + i;
                 const real* ai = A + (size_t)t * m;
@@ -504,17 +490,13 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
             // S_t = b + Σ_{j<=t} ĉ_j v_jᵀ  =>  dĉ_j = Σ_{t>=j} (dnum_t·v_j) â_t = U_next v_j + Σ_{t>=j in chunk} (v_j·dnum_t) â_t
             //                                   X = triu(Vc Dnᵀ) Âc + Vc U_nextᵀ
             transpose(Vt, CH, Dn, hs, n, hs);  // Dnᵀ
-            mm_nn<real>(n, n, hs, vc, C3, Vt, CH, Q, CH, false, Tri::upper_cols);
-            zero_tri_block(Q, CH, n, false);
-            mm_nn<real>(n, m, n, Q, CH, Ahc, m, X, m, false, Tri::upper_k);
+            tri_chain(n, hs, m, vc, C3, Vt, CH, Q, Ahc, m, X, m, false, false);
             transpose(St, m, S, hs, m, hs);
             mm_nn<real>(n, m, hs, vc, C3, St, m, X, m, true);
             //                               dv_j = Σ_{t>=j} (â_t·ĉ_j) dnum_t = U_nextᵀ ĉ_j + Σ_{t>=j in chunk} (ĉ_j·â_t) dnum_t
             //                                   dVc += triu(Ĉc Âcᵀ) Dn + Ĉc U_next
             transpose(At, CH, Ahc, m, n, m);
-            mm_nn<real>(n, n, m, Chc, m, At, CH, Q, CH, false, Tri::upper_cols);
-            zero_tri_block(Q, CH, n, false);
-            mm_nn<real>(n, hs, n, Q, CH, Dn, hs, dvc, C3, true, Tri::upper_k);
+            tri_chain(n, m, hs, Chc, m, At, CH, Q, Dn, hs, dvc, C3, true, false);
             mm_nn<real>(n, hs, m, Chc, m, S, hs, dvc, C3, true);
             mm_nn<real>(m, hs, n, At, CH, Dn, hs, S, hs, true);  // U += Âcᵀ Dn
             for (int i = n - 1; i >= 0; i--) {
