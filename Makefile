@@ -23,10 +23,11 @@ BUILD      ?= build
 NPROC      := $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS  += -j$(NPROC)
 
-# Debian packages the build needs (DESIGN.md "Dependencies"). python3-numpy is optional: the npy test
-# uses it to prove NumPy reads our files when it is there.
-DEB_PKGS   = doctest-dev libstb-dev nlohmann-json3-dev
+# Debian packages the build needs (DESIGN.md "Dependencies"): the compiler and three header-only libraries.
+# python3-numpy is optional (the NumPy cross-checks are reported as skipped without it) but installed with them.
+DEB_PKGS    = g++ doctest-dev libstb-dev nlohmann-json3-dev python3-numpy
 DEP_HEADERS = /usr/include/doctest/doctest.h /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp
+DEP_INSTALL = apt-get update && apt-get install -y $(DEB_PKGS)
 
 LIB_SRCS   = $(wildcard src/engine/*.cpp src/layers/*.cpp src/models/*.cpp src/data/*.cpp)
 BIN_SRCS   = $(wildcard src/*.cpp)
@@ -58,16 +59,22 @@ TEST_BIN   = $(BUILD)/test_icl
 .SECONDARY:
 all: deps $(BINS) $(TOOLS)
 
+# `make deps` (run first by every build target): the compiler and the headers. As root with apt-get, what is
+# missing is installed; otherwise one line names what is missing and the one command (to run as root) that
+# installs it, and the build stops.
 deps:
-	@missing=""; for h in $(DEP_HEADERS); do [ -f $$h ] || missing=1; done; \
+	@missing=""; command -v $(CXX) >/dev/null 2>&1 || missing="$(CXX)"; \
+	for h in $(DEP_HEADERS); do [ -f $$h ] || missing="$$missing $${h#/usr/include/}"; done; \
 	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian packages: $(DEB_PKGS) python3-numpy"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PKGS) >/dev/null \
-	      && (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-numpy >/dev/null || true)) \
-	      || { echo "error: apt-get failed; install by hand: apt-get install $(DEB_PKGS)"; exit 1; }; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing the Debian packages the build needs (missing:$$missing): $(DEB_PKGS)"; \
+	    (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq $(DEB_PKGS) >/dev/null) \
+	      || { echo "error: apt-get failed; as root, run: $(DEP_INSTALL)"; exit 1; }; \
+	    command -v $(CXX) >/dev/null 2>&1 || { echo "error: $(CXX) still not found after installing g++ (set CXX=...)"; exit 1; }; \
+	  elif command -v apt-get >/dev/null 2>&1; then \
+	    echo "error: missing build dependencies:$$missing; as root, run: $(DEP_INSTALL)"; exit 1; \
 	  else \
-	    echo "error: missing build dependencies; run:  sudo apt-get install $(DEB_PKGS)"; exit 1; \
+	    echo "error: missing build dependencies:$$missing (a C++17 compiler with OpenMP, doctest, stb, nlohmann-json; Debian: $(DEB_PKGS))"; exit 1; \
 	  fi; \
 	fi
 
@@ -92,7 +99,7 @@ $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libicl.a
 $(TEST_BIN): $(TEST_OBJS) $(BUILD)/libicl.a
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-# The test suites find the project's binaries (CLI tests) through ICL_BIN_DIR.
+# The CLI tests find the binaries beside test_icl (or in ICL_BIN_DIR).
 # The last line is the plain summary "tests: N passed, N failed, N skipped".
 test: all $(TEST_BIN)
 	@set -o pipefail; ICL_BIN_DIR=$(BUILD) OMP_NUM_THREADS=2 ./$(TEST_BIN) 2>&1 | tee $(BUILD)/test.log; st=$$?; \
@@ -102,7 +109,7 @@ test: all $(TEST_BIN)
 # The main job: the CPU-sized CGT experiment (ICL-mini: baseline GPT, CGT η=1, CGT aux+reg), ending with the
 # Table-1-style comparison and the paths of its plots (train_cgt --preset make-run; docs/cgt.md).
 run: all
-	OMP_NUM_THREADS=$(NPROC) ./$(BUILD)/train_cgt --preset make-run
+	OMP_NUM_THREADS=$(NPROC) ./$(BUILD)/train_cgt --preset make-run $(RUN_ARGS)
 
 bench: all
 	OMP_NUM_THREADS=$(NPROC) ./$(BUILD)/bench

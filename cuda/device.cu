@@ -14,15 +14,26 @@
 // ---- engine/device.cpp's hooks (namespace icl) ------------------------------------------------------------
 namespace icl {
 
-// --device cuda on a machine without a usable GPU: a usage error (exit 2), like --device cuda in a CPU-only build.
-void cuda_require() {
+// Why no GPU can be used here, in one line ("" when one can): the CUDA error of cudaGetDeviceCount (with the
+// usual cause of the common ones), or "no CUDA device found".
+std::string cuda_status() {
     int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
+    const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        fail(strfmt("--device cuda: no CUDA device available (cudaGetDeviceCount: %s)", cudaGetErrorString(e)), 2);
+        const char* hint = e == cudaErrorInsufficientDriver ? "; the NVIDIA driver is older than this CUDA runtime"
+                           : e == cudaErrorNoDevice          ? "; no NVIDIA GPU is visible to this process"
+                                                             : "";
+        return strfmt("cudaGetDeviceCount: %s (%s)%s", cudaGetErrorString(e), cudaGetErrorName(e), hint);
     }
-    if (n == 0) fail("--device cuda: no CUDA device found on this machine", 2);
+    if (n == 0) return "no CUDA device found on this machine";
+    return "";
+}
+
+// --device cuda on a machine without a usable GPU: a usage error (exit 2), like --device cuda in a CPU-only build.
+void cuda_require() {
+    const std::string why = cuda_status();
+    if (!why.empty()) fail("--device cuda: no usable CUDA device: " + why, 2);
 }
 
 void* cuda_alloc(size_t bytes) {
@@ -67,15 +78,6 @@ bool sync_after_launch() {
         return s && std::strcmp(s, "0") != 0 && *s;
     }();
     return on;
-}
-
-int device_count() {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return n;
 }
 
 std::string device_description() {

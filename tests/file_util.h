@@ -2,13 +2,21 @@
 // the test, and whole-file reads and writes (binary, so bytes round-trip exactly).
 #pragma once
 #include <doctest/doctest.h>
+#include <dirent.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace icl_test {
 
@@ -41,13 +49,49 @@ inline void spit(const std::string& path, const std::string& bytes) {
     f.write(bytes.data(), (std::streamsize)bytes.size());
 }
 
-// Interoperability checks run the system's Python (/usr/bin/python3: Debian's python3-numpy lives there) where
-// it has NumPy, and skip otherwise.
-inline bool have_numpy() {
-    static int ok = -1;
-    if (ok < 0) ok = std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
-    return ok == 1;
+// The names in a directory (without . and ..), sorted.
+inline std::vector<std::string> list_dir(const std::string& dir) {
+    std::vector<std::string> names;
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d))
+            if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+        closedir(d);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
 }
+
+// A full disk without needing one: run fn() in a child process whose file-size limit is `limit` bytes
+// (RLIMIT_FSIZE, SIGXFSZ ignored), so every write past it fails with EFBIG, as a write to a full disk fails
+// with ENOSPC. Returns what fn threw ("" if it returned normally, "crashed" if the child died).
+inline std::string in_child_with_file_limit(size_t limit, const std::function<void()>& fn) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {(rlim_t)limit, (rlim_t)limit};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        std::string msg;
+        try { fn(); } catch (const std::exception& e) { msg = e.what(); if (msg.empty()) msg = "?"; }
+        ssize_t w = write(fds[1], msg.data(), msg.size());
+        (void)w;
+        _exit(0);
+    }
+    close(fds[1]);
+    std::string msg;
+    char buf[512];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, (size_t)n);
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st)) return "crashed";
+    return msg;
+}
+
 // Run a Python script (written to a file in `dir`) with /usr/bin/python3; true on exit status 0.
 inline bool run_python(const TmpDir& dir, const std::string& script) {
     const std::string py = dir / "script.py";

@@ -1,5 +1,6 @@
-// run_binary.h — running the project's binaries from the tests. `make test` sets ICL_BIN_DIR to the build folder;
-// run("train_gpt --steps 1 …") returns the exit code, stdout and stderr of one command line (stdin is /dev/null).
+// run_binary.h — running the project's binaries from the tests. They are found beside the test binary itself
+// (build/test_icl and build/train_gpt …), or in ICL_BIN_DIR when it is set; run("train_gpt --steps 1 …") returns
+// the exit code, stdout and stderr of one command line (stdin is /dev/null).
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,7 +19,21 @@ struct Result { int code; std::string out, err; };
 
 inline std::string bin_dir() {
     const char* d = std::getenv("ICL_BIN_DIR");
-    return d ? d : "";
+    if (d && *d) return d;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    REQUIRE_MESSAGE(n > 0, "cannot find the test binary's folder (/proc/self/exe); set ICL_BIN_DIR");
+    std::string p(exe, (size_t)n);
+    return p.substr(0, p.find_last_of('/'));
+}
+
+// The repository's root (README.md, src/): the working directory when it is one, else the folder above the
+// binaries (build/ and build-cmake/ sit in the root).
+inline std::string repo_root() {
+    for (const std::string& d : {std::string("."), bin_dir() + "/.."})
+        if (access((d + "/README.md").c_str(), R_OK) == 0 && access((d + "/src/engine").c_str(), R_OK) == 0) return d;
+    FAIL("cannot find the repository root (README.md, src/) in the working directory or above " << bin_dir());
+    return "";
 }
 
 inline Result run(const std::string& args) {

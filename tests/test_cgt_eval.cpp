@@ -26,6 +26,7 @@
 #include "models/cgt_experiment.h"
 
 #include "file_util.h"
+#include "run_binary.h"
 
 using namespace icl;
 
@@ -419,8 +420,7 @@ TEST_CASE("text_evaluate on a tiny model: finite curves, EMA γ=0 equals special
 }
 
 TEST_CASE("train_cgt --compare end to end: a tiny ICL table and an LR table; bad variants exit 2") {
-    const char* bin = std::getenv("ICL_BIN_DIR");
-    if (!bin) { MESSAGE("skipped: ICL_BIN_DIR not set (run through `make test`)"); return; }
+    const std::string bin = icl_test::bin_dir();
     icl_test::TmpDir tmp;
     const std::string dir = tmp.path;
     auto sh = [&](const std::string& args) {

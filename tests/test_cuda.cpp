@@ -2,8 +2,9 @@
 // outputs poisoned first), the whole GPT/CGT/kernel LM on both devices, checkpoints across devices — plus
 // the device-comparison machinery itself (compare_devices.h, npydiff), which runs on the CPU.
 //
-// Without a GPU (or in a build without CUDA) every GPU test case says why in a MESSAGE and returns: it counts
-// as passed, and `make test` stays green. Run them on a GPU with `make test-cuda` (or build-cuda/test_icl -ts=cuda).
+// Without a GPU (or in a build without CUDA) every GPU test case is skipped (tests/skip.h): doctest counts it under
+// "skipped", and tests/main.cpp says why. Run them on a GPU with `make test-cuda` (or build-cuda/test_icl -ts=cuda);
+// ICL_EXPECT_GPU=1 makes a missing GPU a failure instead.
 //
 // How each kernel is checked: inputs are random (never zeros), rounded to float so both sides see the same
 // numbers; the CPU reference runs the layer template in fp64 on them; the GPU runs the fp32 kernel through the
@@ -41,22 +42,11 @@
 #include "models/gpt.h"
 #include "models/kernel_lm.h"
 #include "run_binary.h"
+#include "skip.h"
 
 using namespace icl;
 
 namespace {
-
-// ---- skipping ------------------------------------------------------------------------------------------
-
-bool gpu_or_skip_message() {
-    if (cuda_device_present()) return true;
-    const std::string why = cuda_built() ? "skipped: no CUDA device on this machine (the CUDA tests need a GPU)"
-                                         : "skipped: built without CUDA (run `make test-cuda` on a machine with nvcc and a GPU)";
-    MESSAGE(why);
-    return false;
-}
-#define REQUIRE_GPU_OR_SKIP() \
-    do { if (!gpu_or_skip_message()) return; } while (0)
 
 // ---- host data and device copies --------------------------------------------------------------------------
 
@@ -141,8 +131,8 @@ TEST_SUITE("cuda") {
 
 // ================================ per-kernel checks (need a GPU) ================================
 
-TEST_CASE("cuda kernels: encoder and vector embedding, forward and backward") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: encoder and vector embedding, forward and backward" * GPU_CASE) {
+    REQUIRE_GPU();
     const int B = 3, T = 37, C = 45, V = 29, maxT = 50, D = 7;
     const int N = B * T;
     Rng r(101);
@@ -182,8 +172,8 @@ TEST_CASE("cuda kernels: encoder and vector embedding, forward and backward") {
     }
 }
 
-TEST_CASE("cuda kernels: matmul (cuBLAS, TF32 off) forward and backward") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: matmul (cuBLAS, TF32 off) forward and backward" * GPU_CASE) {
+    REQUIRE_GPU();
     set_tf32(false);
     const int N = 37, C = 45, OC = 29;
     Rng r(202);
@@ -212,8 +202,8 @@ TEST_CASE("cuda kernels: matmul (cuBLAS, TF32 off) forward and backward") {
     check_close("matmul_backward dweight only", dw2, down(gdw2, dw2.size()));
 }
 
-TEST_CASE("cuda kernels: layernorm forward and backward") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: layernorm forward and backward" * GPU_CASE) {
+    REQUIRE_GPU();
     const int N = 37, C = 77;
     Rng r(303);
     Vec inp = rnd((size_t)N * C, r, -2, 3);  // a non-zero mean per row
@@ -238,8 +228,8 @@ TEST_CASE("cuda kernels: layernorm forward and backward") {
     check_close("layernorm_backward dbias", db, down(gdb, C));
 }
 
-TEST_CASE("cuda kernels: GELU, ReLU and residual, forward and backward") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: GELU, ReLU and residual, forward and backward" * GPU_CASE) {
+    REQUIRE_GPU();
     const int64_t n = 3001;
     Rng r(404);
     const Vec x = rnd(n, r, -4, 4), y = rnd(n, r), dout = rnd(n, r);
@@ -275,8 +265,8 @@ TEST_CASE("cuda kernels: GELU, ReLU and residual, forward and backward") {
     check_close("residual_backward dinp2", d2, down(g2, n));
 }
 
-TEST_CASE("cuda kernels: causal softmax attention forward and backward") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: causal softmax attention forward and backward" * GPU_CASE) {
+    REQUIRE_GPU();
     set_tf32(false);
     struct Shape4 { int B, T, C, NH; };
     for (Shape4 s : {Shape4{2, 37, 48, 3}, Shape4{3, 70, 40, 2}, Shape4{1, 5, 12, 4}}) {
@@ -302,8 +292,8 @@ TEST_CASE("cuda kernels: causal softmax attention forward and backward") {
     }
 }
 
-TEST_CASE("cuda kernels: attention modifications (regularized, negative all / lowsim / random), forward and backward (I19)") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: attention modifications (regularized, negative all / lowsim / random), forward and backward (I19)" * GPU_CASE) {
+    REQUIRE_GPU();
     set_tf32(false);
     // every variant of spec/duallens.md §4 the layer has, including k >= T (the whole window) and α with β
     struct V { const char* name; AttnMods m; };
@@ -382,8 +372,8 @@ TEST_CASE("cuda kernels: attention modifications (regularized, negative all / lo
     CHECK(down(o1, (size_t)B * T * C) != down(o2, (size_t)B * T * C));
 }
 
-TEST_CASE("cuda kernels: augmented attention's qkv adapters (keys and values), forward and backward (I19)") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: augmented attention's qkv adapters (keys and values), forward and backward (I19)" * GPU_CASE) {
+    REQUIRE_GPU();
     set_tf32(false);
     const int N = 37, Cin = 45, C = 24, dh = 7;
     const double c = 0.7;
@@ -416,8 +406,8 @@ TEST_CASE("cuda kernels: augmented attention's qkv adapters (keys and values), f
     }
 }
 
-TEST_CASE("cuda kernels: single-query attention against a KV cache (decoding step)") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: single-query attention against a KV cache (decoding step)" * GPU_CASE) {
+    REQUIRE_GPU();
     struct Shape3 { int n, C, NH; };
     for (Shape3 s : {Shape3{1, 12, 3}, Shape3{37, 48, 3}, Shape3{300, 64, 4}, Shape3{129, 256, 2}}) {
         const int n = s.n, C = s.C, NH = s.NH;
@@ -434,8 +424,8 @@ TEST_CASE("cuda kernels: single-query attention against a KV cache (decoding ste
     }
 }
 
-TEST_CASE("cuda kernels: softmax cross-entropy (ignored rows, masked weights) and MSE") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: softmax cross-entropy (ignored rows, masked weights) and MSE" * GPU_CASE) {
+    REQUIRE_GPU();
     const int N = 37, V = 301, D = 5;
     Rng r(606);
     const Vec logits = rnd((size_t)N * V, r, -6, 6);
@@ -471,8 +461,8 @@ TEST_CASE("cuda kernels: softmax cross-entropy (ignored rows, masked weights) an
     check_close("mse_backward dpred", dpred, down(gdpred, dpred.size()));
 }
 
-TEST_CASE("cuda kernels: AdamW, global gradient norm, scaling") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: AdamW, global gradient norm, scaling" * GPU_CASE) {
+    REQUIRE_GPU();
     const int64_t n = 10007;
     Rng r(707);
     Vec p = rnd(n, r), g = rnd(n, r), m = rnd(n, r, -0.1, 0.1), v = rnd(n, r, 0.01, 0.1);
@@ -491,8 +481,8 @@ TEST_CASE("cuda kernels: AdamW, global gradient norm, scaling") {
     check_close("scale", g, down(gg, n), 0, 3e-7);  // float(0.37) and one float rounding
 }
 
-TEST_CASE("cuda kernels: CGT weight generator (tanh and softmax mixing), forward and backward") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: CGT weight generator (tanh and softmax mixing), forward and backward" * GPU_CASE) {
+    REQUIRE_GPU();
     set_tf32(false);
     const int N = 37, C = 20, Dy = 6, M = 3, r = 2, Mr = M * r;
     for (MixFn h : {MixFn::tanh, MixFn::softmax}) {
@@ -529,8 +519,8 @@ TEST_CASE("cuda kernels: CGT weight generator (tanh and softmax mixing), forward
     }
 }
 
-TEST_CASE("cuda kernels: CGT ops (concat, gather, R_C, R_D, GP KL, reparameterization)") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: CGT ops (concat, gather, R_C, R_D, GP KL, reparameterization)" * GPU_CASE) {
+    REQUIRE_GPU();
     set_tf32(false);
     Rng r(909);
     // concat
@@ -609,8 +599,8 @@ TEST_CASE("cuda kernels: CGT ops (concat, gather, R_C, R_D, GP KL, reparameteriz
     check_close("reparam_backward dlogv", dlv2, down(gdlv2, dlv2.size()));
 }
 
-TEST_CASE("cuda kernels: kernel attention (RoPE, ICLCA biases) forward, backward and streaming step") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda kernels: kernel attention (RoPE, ICLCA biases) forward, backward and streaming step" * GPU_CASE) {
+    REQUIRE_GPU();
     const int B = 2, T = 70, C = 24, NH = 2, hs = C / NH, m = hs;
     Rng r(1010);
     std::vector<int> pos(B * T);
@@ -676,8 +666,8 @@ TEST_CASE("cuda kernels: kernel attention (RoPE, ICLCA biases) forward, backward
 
 // ================================ whole models (need a GPU) ================================
 
-TEST_CASE("cuda models: GPT forward + backward, CPU fp64 vs GPU fp32, every activation and gradient") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda models: GPT forward + backward, CPU fp64 vs GPU fp32, every activation and gradient" * GPU_CASE) {
+    REQUIRE_GPU();
     set_tf32(false);
     GPTConfig cfg;
     cfg.L = 2; cfg.C = 48; cfg.NH = 4; cfg.V = ARITH_VOCAB; cfg.maxT = 64;
@@ -687,8 +677,8 @@ TEST_CASE("cuda models: GPT forward + backward, CPU fp64 vs GPU fp32, every acti
     check_rows(compare_devices(ref, gpu, bt, 6, param_std(cfg.C), 1e-5, 1e-3), 1e-5, 1e-3);
 }
 
-TEST_CASE("cuda models: GPT vector task (MSE head) and a training step on the GPU") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda models: GPT vector task (MSE head) and a training step on the GPU" * GPU_CASE) {
+    REQUIRE_GPU();
     set_tf32(false);
     GPTConfig cfg;
     cfg.L = 2; cfg.C = 32; cfg.NH = 2; cfg.V = 0; cfg.d_in = 5; cfg.d_out = 2; cfg.maxT = 20;
@@ -713,8 +703,8 @@ TEST_CASE("cuda models: GPT vector task (MSE head) and a training step on the GP
     check_close("parameters after one AdamW step", pr, Vec(pg.begin(), pg.end()), 1e-6, 1e-4);
 }
 
-TEST_CASE("cuda models: CGT (aux pass, R_C, R_D, VAE + KL) and the kernel LM, CPU fp64 vs GPU fp32") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda models: CGT (aux pass, R_C, R_D, VAE + KL) and the kernel LM, CPU fp64 vs GPU fp32" * GPU_CASE) {
+    REQUIRE_GPU();
     set_tf32(false);
     CGTConfig cc;
     cc.L = 3; cc.ell = 1; cc.dx = 24; cc.dy = 8; cc.NHx = 3; cc.NHy = 2; cc.r = 2; cc.M = 3; cc.V = ARITH_VOCAB; cc.maxT = 40; cc.vae = true;
@@ -747,8 +737,8 @@ TEST_CASE("cuda models: CGT (aux pass, R_C, R_D, VAE + KL) and the kernel LM, CP
     check_rows(compare_devices(kref, kgpu, kb, 10, param_std(kc.C), 1e-5, 1e-3), 1e-5, 1e-3);
 }
 
-TEST_CASE("cuda models: GPT and CGT with --attn-mod (regularized, negative, augmented), CPU fp64 vs GPU fp32, every activation and gradient") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda models: GPT and CGT with --attn-mod (regularized, negative, augmented), CPU fp64 vs GPU fp32, every activation and gradient" * GPU_CASE) {
+    REQUIRE_GPU();
     set_tf32(false);
     // Negative-sample rules whose neighbour choice does not depend on the activations (all, random): the fp64 and fp32
     // models compute slightly different keys, which could flip a near-tie of the lowsim rule; lowsim is compared on
@@ -793,8 +783,8 @@ TEST_CASE("cuda models: GPT and CGT with --attn-mod (regularized, negative, augm
     }
 }
 
-TEST_CASE("cuda models: a checkpoint saved on one device loads on the other") {
-    REQUIRE_GPU_OR_SKIP();
+TEST_CASE("cuda models: a checkpoint saved on one device loads on the other" * GPU_CASE) {
+    REQUIRE_GPU();
     GPTConfig cfg;
     cfg.L = 2; cfg.C = 32; cfg.NH = 4; cfg.V = ARITH_VOCAB; cfg.maxT = 32;
     icl_test::TmpDir tmp;
@@ -822,9 +812,8 @@ TEST_CASE("cuda models: a checkpoint saved on one device loads on the other") {
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("cuda binaries: gradcheck --compare cpu,cuda passes on the GPT and the CGT") {
-    REQUIRE_GPU_OR_SKIP();
-    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set (run through `make test-cuda`)"); return; }
+TEST_CASE("cuda binaries: gradcheck --compare cpu,cuda passes on the GPT and the CGT" * GPU_CASE) {
+    REQUIRE_GPU();
     Run g = run_bin("gradcheck --compare cpu,cuda --width 48 --heads 4 --batch 3 --seq 40");
     CAPTURE(g.out);
     CAPTURE(g.err);
@@ -912,7 +901,7 @@ TEST_CASE("npydiff: identical dumps pass; a perturbed, a missing, an extra and a
     CHECK(all.mismatched[0].find("lnf.w") == 0);
     CHECK(all.failed == 1);  // qkv still perturbed
     // the command line: exit 0 for identical dumps, 1 otherwise
-    if (!bin_dir().empty()) {
+    {
         Run ok = run_bin("npydiff " + a + " " + a);
         CHECK(ok.code == 0);
         CHECK(ok.out.find("within tolerance") != std::string::npos);
@@ -929,7 +918,6 @@ TEST_CASE("npydiff: identical dumps pass; a perturbed, a missing, an extra and a
 }
 
 TEST_CASE("gradcheck --compare: cpu,cpu passes; cpu,cuda without a GPU or CUDA says why") {
-    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set (run through `make test`)"); return; }
     Run r = run_bin("gradcheck --compare cpu,cpu");
     CAPTURE(r.out);
     CAPTURE(r.err);

@@ -35,6 +35,7 @@
 #include "models/gpt.h"
 #include "vec_util.h"
 #include "file_util.h"
+#include "run_binary.h"
 
 namespace {
 
@@ -366,22 +367,8 @@ GPTConfig tiny_gpt(const AttnMods& m) {
     return c;
 }
 
-struct Cmd { int code; std::string out, err; };
-std::string bin_dir() {
-    const char* d = std::getenv("ICL_BIN_DIR");
-    return d ? d : "";
-}
-Cmd run_bin(const std::string& args) {
-    static int k = 0;
-    const std::string o = "/tmp/icl_dual_out_" + std::to_string(getpid()) + "_" + std::to_string(k);
-    const std::string e = "/tmp/icl_dual_err_" + std::to_string(getpid()) + "_" + std::to_string(k++);
-    const int st = std::system((bin_dir() + "/" + args + " >" + o + " 2>" + e + " </dev/null").c_str());
-    using icl_test::slurp;
-    Cmd r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
-    std::remove(o.c_str());
-    std::remove(e.c_str());
-    return r;
-}
+using Cmd = icl_test::Result;
+Cmd run_bin(const std::string& args) { return icl_test::run(args); }
 
 }  // namespace
 
@@ -479,7 +466,6 @@ TEST_CASE("attention mods: config JSON round trip; plain configs unchanged; bad 
 }
 
 TEST_CASE("train_gpt / duallens binaries: --attn-* flags, one-line errors") {
-    if (bin_dir().empty()) { MESSAGE("skipped: ICL_BIN_DIR not set (run through `make test`)"); return; }
     struct Case { const char* cmd; const char* needle; };
     const Case cases[] = {
         {"train_gpt --attn-mod bogus", "--attn-mod: expected one of none, regularized, augmented, negative"},

@@ -1,6 +1,6 @@
 // test_plot.cpp — the PNG plots (src/engine/plot.h): line plots (linear, log, NaN gaps, reference lines),
 // heatmaps (sequential, diverging, colour bar), scatter; every refusal; the CSV log reader; the ticks and
-// their labels; and the plotlog tool (when ICL_BIN_DIR points at the built binaries).
+// their labels; and the plotlog tool (found beside the test binary, tests/run_binary.h).
 // Images are decoded back with stb_image and checked pixel by pixel.
 #include <doctest/doctest.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 #include "engine/common.h"
 #include "engine/plot.h"
 #include "file_util.h"
+#include "run_binary.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -409,13 +410,8 @@ TEST_CASE("csv: header, missing cells, quotes, CRLF; refusals") {
     CHECK(icl::read_csv(dir / "header_only.csv").rows() == 0);
 }
 
-TEST_CASE("plotlog tool (needs ICL_BIN_DIR)") {
-    const char* bin = std::getenv("ICL_BIN_DIR");
-    std::string exe = bin ? std::string(bin) + "/plotlog" : "";
-    if (exe.empty() || access(exe.c_str(), X_OK) != 0) {
-        MESSAGE("skipped: set ICL_BIN_DIR to the directory holding the built plotlog");
-        return;
-    }
+TEST_CASE("plotlog tool") {
+    const std::string exe = icl_test::bin_dir() + "/plotlog";
     TmpDir dir;
     std::string csv = "step,loss,val_loss,lr,ms_per_step\n";
     for (int i = 0; i <= 200; i++)

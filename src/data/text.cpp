@@ -7,20 +7,14 @@
 #include <cstring>
 
 #include "engine/common.h"
+#include "engine/fileio.h"
 
 namespace icl {
 
 TextData text_load(const std::string& path, double val_fraction, int T) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) fail("--data: cannot open '" + path + "': " + std::strerror(errno));
-    std::vector<int> all;
-    unsigned char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-        for (size_t i = 0; i < n; i++) all.push_back(buf[i]);
-    bool err = std::ferror(f);
-    std::fclose(f);
-    if (err) fail("--data: error reading '" + path + "'");
+    const std::string bytes = read_file(path, kMaxTextFileBytes, "--data text file");
+    std::vector<int> all(bytes.begin(), bytes.end());
+    for (int& b : all) b &= 0xff;  // bytes as token ids 0..255
     size_t nval = (size_t)(all.size() * val_fraction);
     if (all.size() - nval < (size_t)T + 1 || nval < (size_t)T + 1)
         fail(strfmt("--data: '%s' has %zu bytes; need at least %zu for train and validation windows of %d+1 bytes",

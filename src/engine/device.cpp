@@ -24,11 +24,12 @@ void cuda_copy(void* dst, const void* src, size_t bytes, int kind);
 void cuda_sync();
 void cuda_require();
 bool cuda_built() { return true; }
-bool cuda_device_present() { return cuda::device_count() > 0; }
+bool cuda_device_present() { return cuda_status().empty(); }
 std::string device_description(Device d) { return d == Device::cpu ? "cpu" : "cuda: " + cuda::device_description(); }
 #else
 bool cuda_built() { return false; }
 bool cuda_device_present() { return false; }
+std::string cuda_status() { return "built without CUDA"; }
 std::string device_description(Device d) { return d == Device::cpu ? "cpu" : "cuda (built without CUDA)"; }
 [[noreturn]] static void no_cuda() {
     fail("--device cuda: this binary was built without CUDA (build with `make cuda` on a machine with nvcc)", 2);

@@ -16,6 +16,7 @@ Device parse_device(const std::string& s);  // "cpu" | "cuda"; bad value -> usag
 
 bool cuda_built();                    // compiled with nvcc?
 bool cuda_device_present();           // built with CUDA and a GPU is visible (never fails; tests use it to skip)
+std::string cuda_status();            // why no GPU can be used, in one line ("" when one can)
 void require_device(Device d);        // fails with a clear message if d cannot be used here
 std::string device_description(Device d);  // "cpu" or e.g. "cuda: NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
 

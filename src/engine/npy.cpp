@@ -1,4 +1,4 @@
-// npy.cpp — the .npy writer and reader declared in npy.h, plus the engine's atomic file write.
+// npy.cpp — the .npy writer and reader declared in npy.h.
 #include "engine/npy.h"
 
 #include <sys/stat.h>
@@ -13,28 +13,6 @@
 #endif
 
 namespace icl {
-
-// ---- atomic write ----------------------------------------------------------------------------------------
-
-void write_file_atomic(const std::string& path, const std::vector<ByteSpan>& parts) {
-    const std::string tmp = path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) fail(strfmt("cannot write %s: cannot create %s: %s", path.c_str(), tmp.c_str(), std::strerror(errno)));
-    int err = 0;
-    for (const ByteSpan& p : parts) {
-        if (p.size && std::fwrite(p.data, 1, p.size, f) != p.size) { err = errno ? errno : EIO; break; }
-    }
-    if (!err && std::fflush(f) != 0) err = errno ? errno : EIO;
-    // fsync so that a crash right after the rename cannot leave an empty file under the final name.
-    // Devices and some file systems do not support it (EINVAL); that is not a write error.
-    if (!err && ::fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS && errno != ENOTSUP) err = errno;
-    if (std::fclose(f) != 0 && !err) err = errno ? errno : EIO;
-    if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno ? errno : EIO;
-    if (err) {
-        std::remove(tmp.c_str());
-        fail(strfmt("cannot write %s: %s", path.c_str(), std::strerror(err)));
-    }
-}
 
 // ---- writing -----------------------------------------------------------------------------------------------
 
@@ -173,35 +151,27 @@ struct HeaderParser {
     }
 };
 
-struct FileCloser {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
 }  // namespace
 
 NpyArray npy_load(const std::string& path) {
-    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-    if (!f) fail(strfmt("cannot open %s: %s", path.c_str(), std::strerror(errno)));
-    struct stat st;
-    if (fstat(fileno(f.get()), &st) != 0) fail(strfmt("cannot read %s: %s", path.c_str(), std::strerror(errno)));
-    if (!S_ISREG(st.st_mode)) fail(strfmt("cannot read %s: not a regular file", path.c_str()));
-    const uint64_t fsize = (uint64_t)st.st_size;
-
-    auto read_exact = [&](void* dst, size_t n, const char* what) {
-        if (n && std::fread(dst, 1, n, f.get()) != n)
-            fail(strfmt("%s: %s while reading %s", path.c_str(), std::ferror(f.get()) ? std::strerror(errno) : "unexpected end of file", what));
+    const FileFd f = open_for_reading(path, kMaxDataFileBytes, ".npy file");
+    const uint64_t fsize = f.size;
+    uint64_t at = 0;
+    auto read_exact = [&](void* dst, size_t n) {  // the next n bytes
+        f.pread_exact(dst, n, at, path);
+        at += n;
     };
 
     unsigned char pre[12];
     if (fsize < 10) fail(strfmt("%s: not a .npy file (only %llu bytes)", path.c_str(), (unsigned long long)fsize));
-    read_exact(pre, 8, "the magic string");
+    read_exact(pre, 8);
     if (std::memcmp(pre, "\x93NUMPY", 6) != 0) fail(strfmt("%s: not a .npy file (bad magic string)", path.c_str()));
     const int major = pre[6], minor = pre[7];
     if (!((major == 1 || major == 2 || major == 3) && minor == 0))
         fail(strfmt("%s: unsupported .npy format version %d.%d (this reader handles 1.0, 2.0, 3.0)", path.c_str(), major, minor));
     const size_t lenbytes = major == 1 ? 2 : 4;
     if (fsize < 8 + lenbytes) fail(strfmt("%s: truncated .npy file (no header length)", path.c_str()));
-    read_exact(pre + 8, lenbytes, "the header length");
+    read_exact(pre + 8, lenbytes);
     uint64_t hlen = 0;
     for (size_t k = 0; k < lenbytes; k++) hlen |= (uint64_t)pre[8 + k] << (8 * k);
     const uint64_t data_start = 8 + lenbytes + hlen;
@@ -209,7 +179,7 @@ NpyArray npy_load(const std::string& path) {
         fail(strfmt("%s: .npy header length %llu runs past the end of the file (%llu bytes)", path.c_str(),
                     (unsigned long long)hlen, (unsigned long long)fsize));
     std::string header((size_t)hlen, '\0');
-    read_exact(&header[0], header.size(), "the header");
+    read_exact(&header[0], header.size());
 
     // Parse the dict.
     HeaderParser p{header, path};
@@ -258,7 +228,7 @@ NpyArray npy_load(const std::string& path) {
     a.descr = descr;
     a.shape = shape;
     a.bytes.resize((size_t)need);
-    read_exact(a.bytes.data(), a.bytes.size(), "the data");
+    read_exact(a.bytes.data(), a.bytes.size());
     return a;
 }
 

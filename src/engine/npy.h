@@ -14,9 +14,8 @@
 //     "<f4" (float)   "<f8" (double)   "<i4" (int32_t)
 // Shapes: () is a scalar (1 element), (n,) is 1-D, (a, b, ...) otherwise. Zero-sized dims are allowed.
 //
-// Writing is atomic: the bytes go to "<path>.tmp", which is renamed over <path> only once complete, so
-// an interrupted or failed write never destroys an earlier file. Any write error (no such directory,
-// disk full, ...) throws icl::Error naming the path.
+// Writing is atomic (engine/fileio.h): an interrupted or failed write never destroys an earlier file. Any
+// write error (no such directory, disk full, ...) throws icl::Error naming the path.
 //
 // Reading validates everything before trusting it and throws a one-line icl::Error naming the file and
 // the problem: bad magic, unsupported version, header past end of file, unparsable header dict, unsupported
@@ -34,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/fileio.h"
 #include "engine/tensor.h"
 
 namespace icl {
@@ -79,15 +79,5 @@ template <> inline const char* NpyArray::dtype_of<double>() { return "<f8"; }
 template <> inline const char* NpyArray::dtype_of<int32_t>() { return "<i4"; }
 
 NpyArray npy_load(const std::string& path);
-
-// ---- shared by the file writers of the engine (npy, safetensors) ---------------------------------------
-
-// Write the concatenation of `parts` to "<path>.tmp", flush it to disk, then rename it over <path>.
-// On any failure the temporary file is removed, <path> is left as it was, and icl::Error names <path>.
-struct ByteSpan {
-    const void* data;
-    size_t size;
-};
-void write_file_atomic(const std::string& path, const std::vector<ByteSpan>& parts);
 
 }  // namespace icl

@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "engine/common.h"
+#include "engine/fileio.h"
 
 // stb headers: static definitions only (no exported symbols, so another file may include them too).
 #pragma GCC diagnostic push
@@ -76,15 +77,12 @@ struct Canvas {
 
 void write_png(const std::string& path, const Canvas& c) {
     if (path.empty()) fail("plot: empty output path");
-    const std::string tmp = path + ".tmp.png";
-    if (!stbi_write_png(tmp.c_str(), c.w, c.h, 3, c.px.data(), c.w * 3)) {
-        std::remove(tmp.c_str());
-        fail(strfmt("cannot write plot '%s' (missing directory or no permission?)", path.c_str()));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        fail(strfmt("cannot rename '%s' to '%s'", tmp.c_str(), path.c_str()));
-    }
+    // encode in memory, then one atomic write (engine/fileio.h)
+    std::string png;
+    auto append = [](void* ctx, void* data, int size) { ((std::string*)ctx)->append((const char*)data, (size_t)size); };
+    if (!stbi_write_png_to_func(append, &png, c.w, c.h, 3, c.px.data(), c.w * 3))
+        fail(strfmt("cannot write plot '%s': PNG encoding failed", path.c_str()));
+    write_file_atomic(path, png);
 }
 
 void check_size(const char* what, int width, int height) {

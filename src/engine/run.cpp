@@ -10,7 +10,6 @@
 #include <ctime>
 
 #include "engine/common.h"
-#include "engine/npy.h"
 
 namespace icl {
 
@@ -32,10 +31,6 @@ void make_dirs(const std::string& dir) {
     }
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-    write_file_atomic(path, std::vector<ByteSpan>{{text.data(), text.size()}});
-}
-
 std::string default_run_dir(const std::string& binary, const std::string& name) {
     std::time_t t = std::time(nullptr);
     char stamp[32];
@@ -47,15 +42,22 @@ std::string default_run_dir(const std::string& binary, const std::string& name) 
 }
 
 CsvLog::CsvLog(const std::string& path, std::vector<std::string> columns) : path_(path), cols_(std::move(columns)) {
+    check_writable(path);
     f_ = std::fopen(path.c_str(), "w");
     if (!f_) fail("cannot write '" + path + "': " + std::strerror(errno));
-    for (size_t i = 0; i < cols_.size(); i++) std::fprintf(f_, "%s%s", i ? "," : "", cols_[i].c_str());
-    std::fprintf(f_, "\n");
-    std::fflush(f_);
+    std::string header;
+    for (size_t i = 0; i < cols_.size(); i++) header += (i ? "," : "") + cols_[i];
+    put(header + "\n");
 }
 
 CsvLog::~CsvLog() {
     if (f_) std::fclose(f_);
+}
+
+void CsvLog::put(const std::string& line) {
+    errno = 0;
+    if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
+        fail("cannot write '" + path_ + "': " + std::strerror(errno ? errno : EIO));
 }
 
 void CsvLog::row(const std::map<std::string, double>& values) {
@@ -66,15 +68,15 @@ void CsvLog::row(const std::map<std::string, double>& values) {
         ICL_ASSERT_MSG(known, "log column not declared: " + kv.first);
     }
     std::vector<double> r;
+    std::string line;
     for (size_t i = 0; i < cols_.size(); i++) {
         auto it = values.find(cols_[i]);
         double v = it == values.end() ? NAN : it->second;
         r.push_back(v);
-        if (i) std::fputc(',', f_);
-        if (std::isfinite(v)) std::fprintf(f_, "%.9g", v);
+        if (i) line += ',';
+        if (std::isfinite(v)) line += strfmt("%.9g", v);
     }
-    std::fputc('\n', f_);
-    std::fflush(f_);
+    put(line + "\n");
     rows_.push_back(std::move(r));
 }
 

@@ -14,16 +14,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/fileio.h"  // write_file_atomic: every file of a run goes through it
+
 namespace icl {
 
 // Create `dir` (and parents). Fails with a message naming the path.
 void make_dirs(const std::string& dir);
-// Write text to path atomically (temp file + rename).
-void write_file_atomic(const std::string& path, const std::string& text);
 // Default run directory: out/<binary>/<name>-<YYYYmmdd-HHMMSS>[-k] (a fresh one; never reused).
 std::string default_run_dir(const std::string& binary, const std::string& name);
 
-// CSV log with a fixed header; NaN cells are written empty. Each row is flushed.
+// CSV log with a fixed header; NaN cells are written empty. Each row is appended and flushed, and a failed
+// write (disk full, …) stops the run with an error naming the file. The log is a new file of a new run
+// folder, so there is no earlier version to protect.
 class CsvLog {
 public:
     CsvLog() = default;
@@ -37,6 +39,7 @@ public:
     std::vector<double> column(const std::string& name) const;
 
 private:
+    void put(const std::string& line);  // append and flush, or fail naming the file
     std::FILE* f_ = nullptr;
     std::string path_;
     std::vector<std::string> cols_;

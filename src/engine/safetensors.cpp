@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "engine/npy.h"  // write_file_atomic
+#include "engine/fileio.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "icl.cpp file formats assume a little-endian host (x86-64, ARM64)"
@@ -102,15 +102,7 @@ const StTensorInfo& SafetensorsFile::info(const std::string& name) const {
 }
 
 void SafetensorsFile::read_bytes(const StTensorInfo& t, void* dst) const {
-    uint64_t n = t.end - t.begin, done = 0;
-    while (done < n) {
-        ssize_t r = ::pread(fileno(file_.get()), (char*)dst + done, (size_t)(n - done), (off_t)(data_start_ + t.begin + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0)
-            fail(strfmt("%s: cannot read tensor '%s': %s", path_.c_str(), t.name.c_str(),
-                        r < 0 ? std::strerror(errno) : "unexpected end of file (file changed since it was opened?)"));
-        done += (uint64_t)r;
-    }
+    file_->pread_exact(dst, (size_t)(t.end - t.begin), data_start_ + t.begin, path_ + ": tensor '" + t.name + "'");
 }
 
 const StTensorInfo& SafetensorsFile::checked(const std::string& name, const Shape& expected) const {
@@ -163,24 +155,9 @@ static uint64_t json_uint(const nlohmann::json& v, const std::string& path, cons
 SafetensorsFile safetensors_open(const std::string& path) {
     SafetensorsFile sf;
     sf.path_ = path;
-    std::FILE* raw = std::fopen(path.c_str(), "rb");
-    if (!raw) fail(strfmt("cannot open %s: %s", path.c_str(), std::strerror(errno)));
-    sf.file_ = std::shared_ptr<std::FILE>(raw, [](std::FILE* f) { std::fclose(f); });
-    const int fd = fileno(raw);
-    struct stat st;
-    if (fstat(fd, &st) != 0) fail(strfmt("cannot read %s: %s", path.c_str(), std::strerror(errno)));
-    if (!S_ISREG(st.st_mode)) fail(strfmt("cannot read %s: not a regular file", path.c_str()));
-    const uint64_t fsize = (uint64_t)st.st_size;
-
-    auto pread_exact = [&](void* dst, size_t n, uint64_t at) {
-        size_t done = 0;
-        while (done < n) {
-            ssize_t r = ::pread(fd, (char*)dst + done, n - done, (off_t)(at + done));
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) fail(strfmt("%s: read error: %s", path.c_str(), r < 0 ? std::strerror(errno) : "unexpected end of file"));
-            done += (size_t)r;
-        }
-    };
+    sf.file_ = std::make_shared<FileFd>(open_for_reading(path, kMaxDataFileBytes, "safetensors file"));
+    const uint64_t fsize = sf.file_->size;
+    auto pread_exact = [&](void* dst, size_t n, uint64_t at) { sf.file_->pread_exact(dst, n, at, path); };
 
     if (fsize < 8)
         fail(strfmt("%s: not a safetensors file (%llu bytes, shorter than the 8-byte header length)", path.c_str(),

@@ -11,7 +11,7 @@
 //
 // Supported dtypes: "F32" (float), "F64" (double), "I32" (int32_t). Metadata is string -> string only.
 //
-// The writer is atomic (temporary file + rename; see write_file_atomic in npy.h): if it fails, the file
+// The writer is atomic (temporary file + rename; see engine/fileio.h): if it fails, the file
 // previously at `path` is intact. Entries are written in the given order, except that 8-byte dtypes go
 // before 4-byte ones (as the reference writer does) so every tensor is naturally aligned in the file.
 //
@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/fileio.h"
 #include "engine/tensor.h"
 
 namespace icl {
@@ -83,7 +84,7 @@ class SafetensorsFile {
     const StTensorInfo& checked(const std::string& name, const Shape& expected) const;
 
     std::string path_;
-    std::shared_ptr<std::FILE> file_;
+    std::shared_ptr<FileFd> file_;
     uint64_t data_start_ = 0;
     std::vector<StTensorInfo> tensors_;  // in offset order
     std::map<std::string, size_t> index_;

@@ -1,0 +1,160 @@
+// The one atomic writer and the one way files are opened for reading (engine/fileio.h): a failed write keeps
+// the previous file byte-identical and leaves no temporary behind; special files are refused, links never
+// followed; readers never block on a FIFO and refuse what is not a regular file.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/common.h"
+#include "engine/fileio.h"
+#include "file_util.h"
+
+using icl_test::list_dir;
+using icl_test::slurp;
+using icl_test::spit;
+using icl_test::TmpDir;
+
+TEST_SUITE("fileio") {
+
+TEST_CASE("write_file_atomic: the file appears whole, replaces the old one, and no temporary stays") {
+    TmpDir dir;
+    const std::string p = dir / "f.bin";
+    icl::write_file_atomic(p, std::string("first"));
+    CHECK(slurp(p) == "first");
+    std::string a = "abc", b(100000, 'x');
+    icl::write_file_atomic(p, {{a.data(), a.size()}, {b.data(), b.size()}});
+    CHECK(slurp(p) == a + b);
+    CHECK(list_dir(dir.path) == std::vector<std::string>{"f.bin"});
+    // a relative path in the current directory works too
+    char cwd[4096];
+    REQUIRE(getcwd(cwd, sizeof cwd));
+    REQUIRE(chdir(dir.path.c_str()) == 0);
+    icl::write_file_atomic("rel.txt", std::string("r"));
+    REQUIRE(chdir(cwd) == 0);
+    CHECK(slurp(dir / "rel.txt") == "r");
+}
+
+TEST_CASE("write_file_atomic: a failed write (disk full) keeps the previous file byte-identical") {
+    TmpDir dir;
+    const std::string p = dir / "ckpt";
+    const std::string old = "the previous, complete file";
+    icl::write_file_atomic(p, old);
+    std::string big(1 << 16, 'n');
+    const std::string err = icl_test::in_child_with_file_limit(4096, [&] { icl::write_file_atomic(p, big); });
+    CHECK(err == "cannot write " + p + ": File too large");
+    CHECK(slurp(p) == old);
+    CHECK(list_dir(dir.path) == std::vector<std::string>{"ckpt"});
+}
+
+TEST_CASE("write_file_atomic: special files and directories at the target are refused, not replaced") {
+    TmpDir dir;
+    REQUIRE(mkdir((dir / "d").c_str(), 0755) == 0);
+    CHECK_THROWS_WITH_AS(icl::write_file_atomic(dir / "d", std::string("x")),
+                         ("cannot write " + (dir / "d") + ": it is a directory; refusing to replace it").c_str(), icl::Error);
+    REQUIRE(mkfifo((dir / "fifo").c_str(), 0644) == 0);
+    CHECK_THROWS_WITH_AS(icl::write_file_atomic(dir / "fifo", std::string("x")), doctest::Contains("it is a FIFO"), icl::Error);
+    struct stat st;
+    REQUIRE(lstat((dir / "fifo").c_str(), &st) == 0);
+    CHECK(S_ISFIFO(st.st_mode));
+    // a symlink to a special file is refused too; /dev/null is a character device on every Linux
+    REQUIRE(stat("/dev/null", &st) == 0);
+    if (S_ISCHR(st.st_mode)) {
+        REQUIRE(symlink("/dev/null", (dir / "null-link").c_str()) == 0);
+        CHECK_THROWS_WITH_AS(icl::write_file_atomic(dir / "null-link", std::string("x")), doctest::Contains("character device"), icl::Error);
+        REQUIRE(stat("/dev/null", &st) == 0);
+        CHECK(S_ISCHR(st.st_mode));
+    }
+    CHECK_THROWS_WITH_AS(icl::write_file_atomic(dir / "no/such/dir/f", std::string("x")), doctest::Contains("no/such/dir/f"), icl::Error);
+    CHECK(list_dir(dir.path) == std::vector<std::string>{"d", "fifo", "null-link"});
+}
+
+TEST_CASE("write_file_atomic: links at temporary names are never followed; a link at the target is replaced") {
+    TmpDir dir;
+    const std::string p = dir / "m.safetensors", victim = dir / "victim";
+    spit(victim, "must survive");
+    icl::write_file_atomic(p, std::string("v1"));
+    // The old writer's fixed name, and a run of this process's unique names, all point at the victim.
+    REQUIRE(symlink(victim.c_str(), (p + ".tmp").c_str()) == 0);
+    std::vector<std::string> links;
+    for (int k = 0; k < 2000; k++) {
+        links.push_back(dir / (".m.safetensors.tmp-" + std::to_string((long)getpid()) + "-" + std::to_string(k)));
+        REQUIRE(symlink(victim.c_str(), links.back().c_str()) == 0);
+    }
+    try {
+        icl::write_file_atomic(p, std::string("v2"));
+        CHECK(slurp(p) == "v2");  // it found a free name
+    } catch (const icl::Error& e) {
+        CHECK(std::string(e.what()).find("cannot create a temporary file") != std::string::npos);  // or gave up cleanly
+        CHECK(slurp(p) == "v1");
+    }
+    CHECK(slurp(victim) == "must survive");
+    for (auto& l : links) unlink(l.c_str());
+    // A symlink at the target itself is replaced by the new file; what it pointed to is not written.
+    REQUIRE(unlink(p.c_str()) == 0);
+    REQUIRE(symlink(victim.c_str(), p.c_str()) == 0);
+    icl::write_file_atomic(p, std::string("v3"));
+    struct stat st;
+    REQUIRE(lstat(p.c_str(), &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK(slurp(p) == "v3");
+    CHECK(slurp(victim) == "must survive");
+}
+
+TEST_CASE("write_file_atomic: a temporary left by a killed process is removed by the next write") {
+    TmpDir dir;
+    const std::string p = dir / "model.safetensors";
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) _exit(0);
+    int st;
+    waitpid(child, &st, 0);  // `child` is now a pid that runs nothing (reuse within this test is vanishingly rare)
+    const std::string stale = dir / (".model.safetensors.tmp-" + std::to_string((long)child) + "-0");
+    spit(stale, std::string(1000, 'g'));
+    const std::string live = dir / (".model.safetensors.tmp-1-0");  // pid 1 runs: its temporary is not ours to remove
+    spit(live, "in progress");
+    icl::write_file_atomic(p, std::string("new"));
+    CHECK(list_dir(dir.path) == std::vector<std::string>{".model.safetensors.tmp-1-0", "model.safetensors"});
+}
+
+TEST_CASE("check_writable: refuses a missing directory, a read-only directory, a special file") {
+    TmpDir dir;
+    CHECK_NOTHROW(icl::check_writable(dir / "new.json"));
+    CHECK(list_dir(dir.path).empty());  // the probe is gone
+    CHECK_THROWS_WITH_AS(icl::check_writable(dir / "nodir/x.json"), doctest::Contains("nodir/x.json"), icl::Error);
+    REQUIRE(mkdir((dir / "ro").c_str(), 0555) == 0);
+    if (geteuid() != 0) {  // root writes into a 0555 directory anyway
+        CHECK_THROWS_WITH_AS(icl::check_writable(dir / "ro/x.json"), doctest::Contains("Permission denied"), icl::Error);
+    }
+    REQUIRE(mkfifo((dir / "p").c_str(), 0644) == 0);
+    CHECK_THROWS_WITH_AS(icl::check_writable(dir / "p"), doctest::Contains("it is a FIFO"), icl::Error);
+}
+
+TEST_CASE("open_for_reading: a FIFO is refused at once (no hang), so are directories, devices and oversized files") {
+    TmpDir dir;
+    REQUIRE(mkfifo((dir / "fifo").c_str(), 0644) == 0);
+    const double t0 = icl::now_seconds();
+    CHECK_THROWS_WITH_AS(icl::open_for_reading(dir / "fifo", 100, "checkpoint"),
+                         ("cannot read checkpoint " + (dir / "fifo") + ": it is a FIFO").c_str(), icl::Error);
+    CHECK(icl::now_seconds() - t0 < 5.0);
+    CHECK_THROWS_WITH_AS(icl::open_for_reading(dir.path, 100, "checkpoint"), doctest::Contains("it is a directory"), icl::Error);
+    struct stat st;
+    if (stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode))
+        CHECK_THROWS_WITH_AS(icl::read_file("/dev/null", 100, "text file"), doctest::Contains("character device"), icl::Error);
+    CHECK_THROWS_WITH_AS(icl::open_for_reading(dir / "missing", 100, "text file"),
+                         ("cannot open text file " + (dir / "missing") + ": No such file or directory").c_str(), icl::Error);
+    spit(dir / "f", "0123456789");
+    CHECK(icl::read_file(dir / "f", 10, "text file") == "0123456789");
+    CHECK_THROWS_WITH_AS(icl::read_file(dir / "f", 9, "text file"), doctest::Contains("larger than the 9 bytes accepted"), icl::Error);
+    icl::FileFd f = icl::open_for_reading(dir / "f", 100, "text file");
+    char buf[4];
+    f.pread_exact(buf, 4, 6, dir / "f");
+    CHECK(std::string(buf, 4) == "6789");
+    CHECK_THROWS_WITH_AS(f.pread_exact(buf, 4, 8, dir / "f"), doctest::Contains("unexpected end of file"), icl::Error);
+}
+
+}  // TEST_SUITE
