@@ -72,7 +72,7 @@ TEST_CASE("--device cuda in a build without CUDA says so") {
     Result r = run("train_gpt --preset tiny --device cuda --out /tmp/icl_cuda_refused");
     if (r.code == 0) { MESSAGE("this build has CUDA and a GPU: nothing to refuse"); return; }
     CHECK(r.code == 2);
-    bool explained = r.err.find("built without CUDA") != std::string::npos || r.err.find("no CUDA device") != std::string::npos;
+    bool explained = r.err.find("built without CUDA") != std::string::npos || r.err.find("no usable CUDA device") != std::string::npos;
     CHECK(explained);
 }
 
