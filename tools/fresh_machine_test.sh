@@ -32,6 +32,7 @@ command -v debootstrap >/dev/null 2>&1 || {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || { echo "error: cannot install debootstrap"; exit 1; }
 }
 root=$(mktemp -d /tmp/icl-fresh.XXXXXX)
+chmod 755 "$root"  # a root file system: everyone may enter it
 mounted=()
 cleanup() {
     local m
