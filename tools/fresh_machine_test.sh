@@ -29,7 +29,7 @@ done
 repo=$(cd "$(dirname "$0")/.." && pwd)
 command -v debootstrap >/dev/null 2>&1 || {
     echo "installing debootstrap"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || { echo "error: cannot install debootstrap"; exit 1; }
+    (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null) || { echo "error: cannot install debootstrap"; exit 1; }
 }
 root=$(mktemp -d /tmp/icl-fresh.XXXXXX)
 chmod 755 "$root"  # a root file system: everyone may enter it
@@ -52,10 +52,14 @@ step() {  # step NAME COMMAND...: run, time, record
 }
 
 # 1. the fresh system
-step "debootstrap bookworm minbase + git make ca-certificates" \
-    debootstrap --variant=minbase --include=git,make,ca-certificates bookworm "$root" "$mirror" >"$root.debootstrap.log" 2>&1 \
-    || { tail -20 "$root.debootstrap.log"; rm -f "$root.debootstrap.log"; exit 1; }
-rm -f "$root.debootstrap.log"
+bootstrap() {
+    debootstrap --variant=minbase --include=git,make,ca-certificates bookworm "$root" "$mirror" >"$root.log" 2>&1
+    local rc=$?
+    [ $rc -eq 0 ] || tail -20 "$root.log"
+    rm -f "$root.log"
+    return $rc
+}
+step "debootstrap bookworm minbase + git make ca-certificates" bootstrap || exit 1
 mount -t proc proc "$root/proc" && mounted+=("$root/proc")
 mount --rbind /dev "$root/dev" && mounted+=("$root/dev")
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null
