@@ -29,7 +29,7 @@ DEB_PKGS    = g++ doctest-dev libstb-dev nlohmann-json3-dev python3-numpy
 DEP_HEADERS = /usr/include/doctest/doctest.h /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp
 DEP_INSTALL = apt-get update && apt-get install -y $(DEB_PKGS)
 
-LIB_SRCS   = $(wildcard src/engine/*.cpp src/layers/*.cpp src/models/*.cpp src/data/*.cpp)
+LIB_SRCS   = $(wildcard src/engine/*.cpp src/layers/*.cpp src/models/*.cpp src/models/*/*.cpp src/data/*.cpp src/report/*.cpp)
 BIN_SRCS   = $(wildcard src/*.cpp)
 TOOL_SRCS  = $(wildcard tools/*.cpp)
 TEST_SRCS  = $(wildcard tests/*.cpp)
@@ -78,9 +78,12 @@ deps:
 	  fi; \
 	fi
 
+# Rebuilt from scratch each time: `ar r` would keep members of renamed or deleted sources, and two sources
+# with one basename would replace each other (object basenames must be unique across src/).
 $(BUILD)/libicl.a: $(LIB_OBJS) $(CU_OBJS)
 	@mkdir -p $(@D)
-	ar rcs $@ $^
+	@dups=$$(for o in $^; do basename $$o; done | sort | uniq -d); [ -z "$$dups" ] || { echo "error: two sources share an object name: $$dups"; exit 1; }
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/cuda/%.o: cuda/%.cu | deps
 	@mkdir -p $(@D)

@@ -43,7 +43,7 @@
 #include "engine/rng.h"
 #include "layers/dispatch.h"
 #include "layers/matmul.h"
-#include "models/cgt.h"
+#include "models/cgt/cgt.h"
 #include "models/gpt.h"
 
 using namespace icl;

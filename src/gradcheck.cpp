@@ -12,7 +12,7 @@
 #include "data/arith.h"
 #include "data/linreg.h"
 #include "engine/cli.h"
-#include "models/cgt.h"
+#include "models/cgt/cgt.h"
 #include "models/compare_devices.h"
 #include "models/fdcheck.h"
 #include "models/gpt.h"

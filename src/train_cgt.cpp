@@ -9,8 +9,8 @@
 #include "engine/run.h"
 #include "layers/dispatch.h"
 #include "models/attn_mod.h"
-#include "models/cgt.h"
-#include "models/cgt_experiment.h"
+#include "models/cgt/cgt.h"
+#include "models/cgt/cgt_experiment.h"
 #include "models/trainer.h"
 
 using namespace icl;

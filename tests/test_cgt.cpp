@@ -13,7 +13,7 @@
 #include "layers/cgt_ops.h"
 #include "layers/generator.h"
 #include "models/attn_mod.h"
-#include "models/cgt.h"
+#include "models/cgt/cgt.h"
 #include "models/fdcheck.h"
 #include "models/gpt.h"
 

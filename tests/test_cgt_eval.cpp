@@ -21,9 +21,9 @@
 #include "data/mixture.h"
 #include "engine/analysis.h"
 #include "engine/rng.h"
-#include "models/cgt.h"
-#include "models/cgt_eval.h"
-#include "models/cgt_experiment.h"
+#include "models/cgt/cgt.h"
+#include "models/cgt/cgt_eval.h"
+#include "models/cgt/cgt_experiment.h"
 
 #include "file_util.h"
 #include "run_binary.h"

@@ -37,10 +37,10 @@
 #include "engine/rng.h"
 #include "layers/dispatch.h"
 #include "models/attn_mod.h"
-#include "models/cgt.h"
+#include "models/cgt/cgt.h"
 #include "models/compare_devices.h"
 #include "models/gpt.h"
-#include "models/kernel_lm.h"
+#include "models/iclca/kernel_lm.h"
 #include "run_binary.h"
 #include "skip.h"
 

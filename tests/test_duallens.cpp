@@ -30,7 +30,7 @@
 #include "layers/attention_mods.h"
 #include "layers/dispatch.h"
 #include "models/attn_mod.h"
-#include "models/duallens.h"
+#include "models/duallens/dual_model.h"
 #include "models/fdcheck.h"
 #include "models/gpt.h"
 #include "vec_util.h"

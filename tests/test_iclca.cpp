@@ -14,9 +14,9 @@
 #include "layers/kernel_attention.h"
 #include "layers/rope.h"
 #include "models/fdcheck.h"
-#include "models/iclca.h"
-#include "models/kernel_lm.h"
-#include "models/performer.h"
+#include "models/iclca/iclca_convert.h"
+#include "models/iclca/kernel_lm.h"
+#include "models/iclca/iclaa.h"
 
 using namespace icl;
 

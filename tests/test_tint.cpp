@@ -16,8 +16,8 @@
 #include "layers/relu.h"
 #include "models/fdcheck.h"
 #include "models/gpt.h"
-#include "models/tint.h"
-#include "models/tint_oracle.h"
+#include "models/tint/tint_sim.h"
+#include "models/tint/tint_oracle.h"
 
 using namespace icl;
 

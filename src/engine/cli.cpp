@@ -265,4 +265,21 @@ int cli_main(int argc, char** argv, int (*run)(int, char**)) {
     }
 }
 
+static std::string subcommand_list(const std::vector<Subcommand>& table) {
+    std::string names;
+    for (const Subcommand& c : table) names += (names.empty() ? "" : " | ") + c.name;
+    return names;
+}
+
+void add_subcommands(Cli& cli, const std::vector<Subcommand>& table) {
+    cli.positionals("SUBCOMMAND (" + subcommand_list(table) + ")", 1, 1);
+}
+
+int run_subcommand(const Cli& cli, const std::vector<Subcommand>& table) {
+    const std::string& sub = cli.args().at(0);
+    for (const Subcommand& c : table)
+        if (c.name == sub) return c.run(cli);
+    fail_usage("unknown subcommand '" + sub + "' (" + subcommand_list(table) + ")");
+}
+
 }  // namespace icl

@@ -79,6 +79,15 @@ void add_common_flags(Cli& cli, const CommonDefaults& d);
 // Apply --threads (0 = OpenMP default) to OpenMP; returns the thread count in use.
 int apply_threads(const Cli& cli);
 
+// Subcommands (iclca, tint, duallens): the table is written once in the binary; the positional usage
+// "SUBCOMMAND (train | convert | …)" and the dispatch come from it. An unknown name is a usage error listing them.
+struct Subcommand {
+    std::string name;
+    int (*run)(const Cli&);
+};
+void add_subcommands(Cli& cli, const std::vector<Subcommand>& table);
+int run_subcommand(const Cli& cli, const std::vector<Subcommand>& table);
+
 // Every binary's main():   int main(int argc, char** argv) { return icl::cli_main(argc, argv, run); }
 // Runs `run`; an icl::Error becomes "error: <message>" on stderr and its exit code (2 for bad flags),
 // any other std::exception "error: <what>" and exit code 1.

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "engine/cli.h"
 #include "engine/common.h"
 
 namespace icl {
@@ -39,6 +40,12 @@ std::string default_run_dir(const std::string& binary, const std::string& name) 
     struct stat st;
     for (int k = 2; stat(dir.c_str(), &st) == 0; k++) dir = base + "-" + std::to_string(k);
     return dir;
+}
+
+std::string subcommand_run_dir(const Cli& cli, const std::string& binary, const std::string& sub) {
+    std::string d = cli.has_value("--out") ? cli.get("--out") : default_run_dir(binary, sub);
+    make_dirs(d);
+    return d;
 }
 
 CsvLog::CsvLog(const std::string& path, std::vector<std::string> columns) : path_(path), cols_(std::move(columns)) {

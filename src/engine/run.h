@@ -22,6 +22,9 @@ namespace icl {
 void make_dirs(const std::string& dir);
 // Default run directory: out/<binary>/<name>-<YYYYmmdd-HHMMSS>[-k] (a fresh one; never reused).
 std::string default_run_dir(const std::string& binary, const std::string& name);
+// A subcommand's run directory, created: --out if given, else default_run_dir(binary, sub).
+class Cli;
+std::string subcommand_run_dir(const Cli& cli, const std::string& binary, const std::string& sub);
 
 // CSV log with a fixed header; NaN cells are written empty. Each row is appended and flushed, and a failed
 // write (disk full, …) stops the run with an error naming the file. The log is a new file of a new run

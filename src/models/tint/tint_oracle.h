@@ -16,7 +16,7 @@
 
 #include "data/batch.h"
 #include "models/gpt.h"
-#include "models/tint.h"
+#include "models/tint/tint_sim.h"
 
 namespace icl {
 

@@ -1,6 +1,6 @@
 // performer.cpp — FAVOR+ features, the hybrid (exact softmax + approximate prompt bias) GPT forward and the
 // ICLAA conversion. See performer.h.
-#include "models/performer.h"
+#include "models/iclca/iclaa.h"
 
 #include <algorithm>
 #include <cmath>

@@ -23,8 +23,8 @@
 
 #include "data/task.h"
 #include "engine/cli.h"
-#include "models/cgt.h"
-#include "models/cgt_eval.h"
+#include "models/cgt/cgt.h"
+#include "models/cgt/cgt_eval.h"
 #include "models/trainer.h"
 
 namespace icl {

@@ -24,7 +24,7 @@
 #include "data/batch.h"
 #include "data/linreg.h"
 #include "data/mixture.h"
-#include "models/cgt.h"
+#include "models/cgt/cgt.h"
 
 namespace icl {
 

@@ -1,5 +1,5 @@
 // kernel_lm.cpp — the kernel-attention LM: registry, forward, backward, streaming. See kernel_lm.h.
-#include "models/kernel_lm.h"
+#include "models/iclca/kernel_lm.h"
 
 #include <omp.h>
 

@@ -24,7 +24,7 @@
 #include "data/batch.h"
 #include "engine/device.h"
 #include "layers/attention_mods.h"
-#include "models/performer.h"
+#include "models/iclca/iclaa.h"
 #include "models/state.h"
 
 namespace icl {

@@ -1,5 +1,5 @@
 // cgt_eval.cpp — see cgt_eval.h.
-#include "models/cgt_eval.h"
+#include "models/cgt/cgt_eval.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // tint.cpp — the TinT primitives, the module constructors and the orchestrator. See tint.h and spec/tint.md.
-#include "models/tint.h"
+#include "models/tint/tint_sim.h"
 
 #include <omp.h>
 

@@ -1,6 +1,6 @@
 // duallens.cpp — the dual model, its checks, the PRF / Theorem 3.2 studies, the regression task and M1.
 // See duallens.h and spec/duallens.md.
-#include "models/duallens.h"
+#include "models/duallens/dual_model.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // cgt.cpp — the Contextually Guided Transformer: registry, forward/backward (main + aux pass), regularizers,
 // VAE, inference modes, folding. See cgt.h and spec/cgt.md.
-#include "models/cgt.h"
+#include "models/cgt/cgt.h"
 
 #include <omp.h>
 

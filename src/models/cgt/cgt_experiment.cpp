@@ -1,5 +1,5 @@
 // cgt_experiment.cpp — see cgt_experiment.h.
-#include "models/cgt_experiment.h"
+#include "models/cgt/cgt_experiment.h"
 
 #include <cmath>
 #include <cstdio>

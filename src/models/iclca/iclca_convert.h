@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/rng.h"
-#include "models/kernel_lm.h"
+#include "models/iclca/kernel_lm.h"
 
 namespace icl {
 

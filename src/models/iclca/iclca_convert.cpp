@@ -1,5 +1,5 @@
 // iclca.cpp — ICLCA conversion and the induction task. See iclca.h.
-#include "models/iclca.h"
+#include "models/iclca/iclca_convert.h"
 
 #include <cmath>
 

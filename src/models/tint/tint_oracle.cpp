@@ -1,6 +1,6 @@
 // tint_oracle.cpp — oracle A (the auxiliary model's forward plus TinT's approximate backward, written plainly)
 // and oracle B (exact SGD through the GPT's own backward). See tint_oracle.h.
-#include "models/tint_oracle.h"
+#include "models/tint/tint_oracle.h"
 
 #include <algorithm>
 #include <cmath>

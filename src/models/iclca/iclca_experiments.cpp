@@ -1,0 +1,594 @@
+// iclca_experiments.cpp — the subcommands of the `iclca` binary; its flags are in src/iclca.cpp.
+// iclca — kernel-attention LMs with RoPE and bias terms, and the exact conversion of an in-context prompt into
+// those biases (spec/iclca.md). Subcommands:
+//
+//   iclca train    train a kernel LM (induction task or a byte-level text file); writes a checkpoint
+//   iclca convert  --load CKPT --prompt TEXT|FILE --save CKPT2 : fold the prompt into the biases (exact)
+//   iclca e1       exactness table: relative logit error prompted vs converted, fp32 and fp64, + no-ICL contrast
+//   iclca e2       induction task: ICL accuracy with prompt / converted / neither
+//   iclca e3       bias terms trained from scratch vs none, a few seeds (plot)
+//   iclca e4       softmax GPT: approximate conversion with Performer (FAVOR+) features, error vs features
+//   iclca bench    prompted vs converted inference cost over M; training-form throughput vs the softmax GPT over T
+//
+// Runs write to out/iclca/<sub>-<time>/ (or --out): log.csv / table.csv, PNG plots, summary.json.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "data/text.h"
+#include "engine/checkpoint.h"
+#include "engine/cli.h"
+#include "engine/plot.h"
+#include "engine/run.h"
+#include "layers/dispatch.h"
+#include "models/gpt.h"
+#include "models/iclca/iclca_convert.h"
+#include "models/iclca/kernel_lm.h"
+#include "models/iclca/iclaa.h"
+#include "models/trainer.h"
+#include "models/iclca/iclca_experiments.h"
+
+namespace icl::iclca_cmd {
+
+// Text -> token ids for a model of vocabulary V: the 52-letter induction vocabulary (a..z = 0..25, A..Z =
+// 26..51; triggers are a..e) or bytes (V >= 256).
+std::vector<int> tokenize(const std::string& text, int V) {
+    std::vector<int> t;
+    for (unsigned char ch : text) {
+        if (V == INDUCTION_VOCAB) {
+            if (ch >= 'a' && ch <= 'z') t.push_back(ch - 'a');
+            else if (ch >= 'A' && ch <= 'Z') t.push_back(26 + ch - 'A');
+            else if (ch == '\n' || ch == ' ') continue;
+            else fail_usage(strfmt("--prompt: the 52-letter model only takes letters a-z A-Z, got byte %d", ch));
+        } else if (V >= 256) {
+            t.push_back(ch);
+        } else {
+            fail(strfmt("--prompt: no text tokenizer for a vocabulary of %d", V));
+        }
+    }
+    return t;
+}
+
+KernelLMConfig model_cfg(const Cli& cli, int V) {
+    KernelLMConfig c;
+    c.L = (int)cli.get_int("--layers", 1, 1000);
+    c.C = (int)cli.get_int("--width", 2, 1 << 16);
+    c.NH = (int)cli.get_int("--heads", 1, 1 << 16);
+    c.V = V;
+    c.bias = (int)cli.get_int("--bias", 0, 1);
+    c.eps = cli.get_double("--eps", 0, 1);
+    c.validate();
+    return c;
+}
+
+// ---- induction evaluation: accuracy at the scored positions (spec §7) -------------------------------
+struct IclAcc { long hit_icl = 0, hit_conv = 0, hit_none = 0, n = 0, hit_icl_all = 0, hit_conv_all = 0, n_all = 0; };
+
+IclAcc induction_eval(KernelLM<float>& m, int M, int N, int chains, uint64_t seed) {
+    IclAcc r;
+    Rng rng(seed);
+    std::vector<float> orig = m.s.to_host(m.s.params, 0, m.s.ptable.total);
+    const int V = m.cfg.V;
+    auto argmax = [&](const std::vector<float>& lg, int row) {
+        const float* p = &lg[(size_t)row * V];
+        return (int)(std::max_element(p, p + V) - p);
+    };
+    for (int c = 0; c < chains; c++) {
+        InductionSeq s = induction_sequence(M + N, rng);
+        std::vector<int> all(s.tokens.begin(), s.tokens.begin() + M + N), prompt(all.begin(), all.begin() + M), input(all.begin() + M, all.end());
+        std::vector<int> sc = induction_scored(s, M), sca = induction_scored(s, M, true);
+        std::vector<float> lp = kernel_lm_logits(m, all, 0);
+        std::vector<float> ln = kernel_lm_logits(m, input, 0);
+        m.s.upload(m.s.params, 0, orig.data(), orig.size());
+        iclca_convert(m, prompt, 0);
+        std::vector<float> lc = kernel_lm_logits(m, input, 0);
+        m.s.upload(m.s.params, 0, orig.data(), orig.size());  // reset (spec §6.9)
+        for (int t : sc) {
+            int target = s.tokens[t + 1];
+            r.hit_icl += argmax(lp, t) == target;
+            r.hit_conv += argmax(lc, t - M) == target;
+            r.hit_none += argmax(ln, t - M) == target;
+            r.n++;
+        }
+        for (int t : sca) {
+            int target = s.tokens[t + 1];
+            r.hit_icl_all += argmax(lp, t) == target;
+            r.hit_conv_all += argmax(lc, t - M) == target;
+            r.n_all++;
+        }
+    }
+    return r;
+}
+
+// In-sequence accuracy at the SECOND occurrence of each trigger (the first time its commitment can be used;
+// the training-time metric). Later occurrences are not scored: a trigger committed to a trigger can lock a
+// chain into a loop (a→b→a→…, allowed by the task), and scoring every step of a loop rewards plain copying.
+double induction_train_acc(KernelLM<float>& m, const Batch& bt) {
+    m.forward(bt);
+    std::vector<float> lg = m.outputs();
+    long hit = 0, n = 0;
+    for (int b = 0; b < bt.B; b++) {
+        int seen[INDUCTION_TRIGGERS] = {0};
+        for (int t = 0; t < bt.T; t++) {
+            int tok = bt.tokens[(size_t)b * bt.T + t];
+            if (tok >= INDUCTION_TRIGGERS) continue;
+            if (seen[tok] == 1) {
+                const float* p = &lg[((size_t)b * bt.T + t) * m.cfg.V];
+                hit += (int)(std::max_element(p, p + m.cfg.V) - p) == bt.targets[(size_t)b * bt.T + t];
+                n++;
+            }
+            seen[tok]++;
+        }
+    }
+    return n ? (double)hit / n : NAN;
+}
+
+TrainResult train_induction(KernelLM<float>& m, const Cli& cli, const std::string& dir, uint64_t seed, int steps, int T,
+                            const std::string& save, const std::string& title) {
+    TrainOptions o;
+    o.steps = steps;
+    o.lr = cli.get_double("--lr", 0, 10);
+    o.warmup = (int)cli.get_int("--warmup", 0);
+    o.adam.weight_decay = (float)cli.get_double("--weight-decay", 0, 10);
+    o.eval_every = (int)cli.get_int("--eval-every", 0);
+    o.run_dir = dir;
+    o.save_path = save;
+    o.dump_dir = cli.get("--dump-npy");
+    const int B = (int)cli.get_int("--batch", 1, 1 << 20);
+    o.tokens_per_step = (int64_t)B * T;
+    o.eval_columns = {"val_loss", "val_icl_acc"};
+    o.title = title;
+    Rng train_rng = Rng(seed).split(101), val_rng = Rng(seed).split(202);
+    Batch val = induction_batch(B, T, val_rng);
+    return train(m, o, [&](int) { return induction_batch(B, T, train_rng); },
+                 [&]() {
+                     double loss = m.forward(val);
+                     return std::map<std::string, double>{{"val_loss", loss}, {"val_icl_acc", induction_train_acc(m, val)}};
+                 });
+}
+
+// ---- subcommands ---------------------------------------------------------------------------------------
+
+int cmd_train(const Cli& cli) {
+    const std::string task = cli.get_choice("--task", {"induction", "text"});
+    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const int steps = (int)cli.get_int("--steps", 1), T = (int)cli.get_int("--seq", 2, 1 << 20);
+    std::string dir = subcommand_run_dir(cli, "iclca", "train-" + task);
+    std::string save = cli.has_value("--save") ? cli.get("--save") : dir + "/model.safetensors";
+    if (task == "induction") {
+        KernelLM<float> m(model_cfg(cli, INDUCTION_VOCAB), Device::cpu, seed);
+        if (cli.has_value("--load")) m.s.load(cli.get("--load"));
+        std::fprintf(stderr, "iclca train: induction, %lld parameters, T=%d, run dir %s\n", (long long)m.cfg.num_params(), T, dir.c_str());
+        TrainResult r = train_induction(m, cli, dir, seed, steps, T, save, "kernel LM, induction");
+        std::printf("final: train loss %.4f  val_icl_acc %.4f  (%.1f ms/step)\nwrote %s\n", r.last_loss, r.last_eval["val_icl_acc"],
+                    r.ms_per_step, save.c_str());
+        return 0;
+    }
+    if (!cli.has_value("--data")) fail_usage("--task text needs --data FILE");
+    TextData text = text_load(cli.get("--data"), 0.1, T);
+    KernelLM<float> m(model_cfg(cli, BYTE_VOCAB), Device::cpu, seed);
+    if (cli.has_value("--load")) m.s.load(cli.get("--load"));
+    const int B = (int)cli.get_int("--batch", 1, 1 << 20);
+    TrainOptions o;
+    o.steps = steps; o.lr = cli.get_double("--lr", 0, 10); o.warmup = (int)cli.get_int("--warmup", 0);
+    o.eval_every = (int)cli.get_int("--eval-every", 0); o.run_dir = dir; o.save_path = save; o.tokens_per_step = (int64_t)B * T;
+    o.eval_columns = {"val_loss"}; o.title = "kernel LM, text";
+    Rng tr = Rng(seed).split(101), vr = Rng(seed).split(202);
+    Batch val = text_batch(text.val, B, T, vr);
+    TrainResult r = train(m, o, [&](int) { return text_batch(text.train, B, T, tr); },
+                          [&]() { return std::map<std::string, double>{{"val_loss", m.forward(val)}}; });
+    std::printf("final: train loss %.4f  val_loss %.4f\nwrote %s\n", r.last_loss, r.last_eval["val_loss"], save.c_str());
+    return 0;
+}
+
+int cmd_convert(const Cli& cli) {
+    if (!cli.has_value("--load")) fail_usage("convert needs --load CKPT");
+    if (!cli.has_value("--prompt")) fail_usage("convert needs --prompt TEXT|FILE");
+    if (!cli.has_value("--save")) fail_usage("convert needs --save CKPT2");
+    CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
+    if (ci.model != "kernel_lm") fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, not 'kernel_lm'");
+    KernelLMConfig c = KernelLMConfig::from_json(nlohmann::json::parse(ci.config));
+    KernelLM<float> m(c, Device::cpu, 1);
+    m.s.load(cli.get("--load"));
+    std::string text = cli.get("--prompt");
+    std::ifstream f(text, std::ios::binary);
+    if (f.good()) { std::stringstream ss; ss << f.rdbuf(); text = ss.str(); }
+    std::vector<int> prompt = tokenize(text, c.V);
+    const int p0 = (int)cli.get_int("--p0", 0, c.maxT - 1);
+    double t0 = now_seconds();
+    iclca_convert(m, prompt, p0);
+    double dt = now_seconds() - t0;
+    int prev = 0;
+    if (ci.metadata.count("iclca_prompt_tokens")) prev = std::stoi(ci.metadata.at("iclca_prompt_tokens"));
+    m.s.save(cli.get("--save"), {{"iclca_prompt_tokens", std::to_string(prev + (int)prompt.size())}, {"iclca_p0", std::to_string(p0)},
+                                 {"iclca_source", cli.get("--load")}});
+    std::printf("converted a %zu-token prompt into the biases of %d layers x %d heads in %.1f ms; wrote %s\n"
+                "(run the converted model with its input starting at position %d)\n",
+                prompt.size(), c.L, c.NH, dt * 1e3, cli.get("--save").c_str(), p0);
+    return 0;
+}
+
+struct SizeSpec { std::string name; int L, C, NH; };
+
+template <typename real>
+void e1_trial(const KernelLMConfig& c, uint64_t seed, int M, int N, double& err_conv, double& err_noicl) {
+    KernelLM<real> m(c, Device::cpu, seed);
+    Rng r(seed * 31 + 7);
+    std::vector<int> prompt(M), input(N);
+    for (auto& t : prompt) t = (int)r.below(c.V);
+    for (auto& t : input) t = (int)r.below(c.V);
+    std::vector<int> all = prompt;
+    all.insert(all.end(), input.begin(), input.end());
+    std::vector<real> lp = kernel_lm_logits(m, all, 0);
+    lp.erase(lp.begin(), lp.begin() + (size_t)M * c.V);
+    std::vector<real> ln = kernel_lm_logits(m, input, 0);
+    iclca_convert(m, prompt, 0);
+    std::vector<real> lc = kernel_lm_logits(m, input, 0);
+    err_conv = relerr(lp, lc);
+    err_noicl = relerr(lp, ln);
+}
+
+int cmd_e1(const Cli& cli) {
+    const int trials = (int)cli.get_int("--trials", 1, 100000), M = (int)cli.get_int("--M", 1, 1 << 16), N = (int)cli.get_int("--N", 1, 1 << 16);
+    std::vector<SizeSpec> all = {{"205k", 1, 128, 8}, {"2m", 10, 128, 8}, {"20m", 11, 384, 8}, {"200m", 16, 1024, 16}};
+    std::vector<SizeSpec> sizes;
+    std::stringstream ss(cli.get("--sizes"));
+    for (std::string s; std::getline(ss, s, ',');) {
+        auto it = std::find_if(all.begin(), all.end(), [&](const SizeSpec& x) { return x.name == s; });
+        if (it == all.end()) fail_usage("--sizes: unknown size '" + s + "' (205k, 2m, 20m, 200m)");
+        sizes.push_back(*it);
+    }
+    std::string dir = subcommand_run_dir(cli, "iclca", "e1");
+    std::FILE* csv = std::fopen((dir + "/table.csv").c_str(), "w");
+    if (!csv) fail("cannot write " + dir + "/table.csv");
+    std::fprintf(csv, "size,params,L,C,NH,M,N,trials,relerr_fp32,relerr_fp64,relerr_noicl_fp32\n");
+    std::printf("E1 exactness: relerr = ||L_prompted[M:] - L_converted||_F / ||L_prompted[M:]||_F, mean over %d random pairs, M=%d N=%d\n",
+                trials, M, N);
+    std::printf("%-6s %12s %14s %14s %16s   paper (fp32)\n", "size", "params", "fp32", "fp64", "no-ICL (fp32)");
+    const std::map<std::string, std::string> paper = {{"205k", "2.9e-7"}, {"2m", "4.4e-7"}, {"20m", "8.3e-7"}, {"200m", "1.7e-6"}};
+    nlohmann::json rows = nlohmann::json::array();
+    for (auto& sz : sizes) {
+        KernelLMConfig c;
+        c.L = sz.L; c.C = sz.C; c.NH = sz.NH; c.V = INDUCTION_VOCAB;
+        double e32 = 0, e64 = 0, en = 0;
+        // fp64 is slow on big models: at most 3 trials above 10M parameters
+        int t64 = c.num_params() > 10000000 ? std::min(trials, 3) : trials;
+        for (int t = 0; t < trials; t++) {
+            double a, b;
+            e1_trial<float>(c, 1000 + t, M, N, a, b);
+            e32 += a / trials;
+            en += b / trials;
+            if (t < t64) { e1_trial<double>(c, 1000 + t, M, N, a, b); e64 += a / t64; }
+        }
+        std::printf("%-6s %12lld %14.3g %14.3g %16.3g   %s\n", sz.name.c_str(), (long long)c.num_params(), e32, e64, en, paper.at(sz.name).c_str());
+        std::fflush(stdout);
+        std::fprintf(csv, "%s,%lld,%d,%d,%d,%d,%d,%d,%.4g,%.4g,%.4g\n", sz.name.c_str(), (long long)c.num_params(), c.L, c.C, c.NH, M, N, trials,
+                     e32, e64, en);
+        rows.push_back({{"size", sz.name}, {"params", c.num_params()}, {"relerr_fp32", e32}, {"relerr_fp64", e64}, {"relerr_noicl", en}});
+    }
+    std::fclose(csv);
+    write_file_atomic(dir + "/summary.json", nlohmann::json{{"experiment", "e1"}, {"rows", rows}, {"flags", cli_json(cli.values())}}.dump(2) + "\n");
+    std::printf("wrote %s/{table.csv,summary.json}\n", dir.c_str());
+    return 0;
+}
+
+int cmd_e2(const Cli& cli) {
+    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const int T = (int)cli.get_int("--seq", 4, 1 << 20), chains = (int)cli.get_int("--trials", 1, 1 << 20);
+    std::string dir = subcommand_run_dir(cli, "iclca", "e2");
+    KernelLM<float> m(model_cfg(cli, INDUCTION_VOCAB), Device::cpu, seed);
+    if (cli.has_value("--load")) {
+        CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
+        KernelLMConfig c = KernelLMConfig::from_json(nlohmann::json::parse(ci.config));
+        m = KernelLM<float>(c, Device::cpu, seed);
+        m.s.load(cli.get("--load"));
+    } else {
+        std::fprintf(stderr, "iclca e2: training a %lld-parameter kernel LM on the induction task first (T=%d)\n",
+                     (long long)m.cfg.num_params(), T);
+        train_induction(m, cli, dir, seed, (int)cli.get_int("--steps", 1), T, dir + "/model.safetensors", "E2 induction kernel LM");
+    }
+    const int M = T / 2, N = T - T / 2;
+    IclAcc r = induction_eval(m, M, N, chains, seed + 999);
+    auto pct = [](long h, long n) { return n ? 100.0 * h / n : NAN; };
+    std::printf("E2 induction (M=%d prompt, N=%d input tokens, %d chains, %ld scored positions; chance 1/52 = 1.92%%)\n", M, N, chains, r.n);
+    std::printf("  %-28s %10s %12s   paper\n", "model", "accuracy", "(all occ.)");
+    std::printf("  %-28s %9.2f%% %11.2f%%   99.95%%\n", "M_old,ICL (prompted)", pct(r.hit_icl, r.n), pct(r.hit_icl_all, r.n_all));
+    std::printf("  %-28s %9.2f%% %11.2f%%   99.95%%\n", "M_new,noICL (converted)", pct(r.hit_conv, r.n), pct(r.hit_conv_all, r.n_all));
+    std::printf("  %-28s %9.2f%% %12s   2.23%%\n", "M_old,noICL (neither)", pct(r.hit_none, r.n), "");
+    std::printf("  correct predictions: prompted %ld, converted %ld (spec §6.21: equal)\n", r.hit_icl, r.hit_conv);
+    nlohmann::json j = {{"experiment", "e2"}, {"M", M}, {"N", N}, {"chains", chains}, {"scored", r.n},
+                        {"acc_prompted", pct(r.hit_icl, r.n)}, {"acc_converted", pct(r.hit_conv, r.n)}, {"acc_neither", pct(r.hit_none, r.n)},
+                        {"acc_all_prompted", pct(r.hit_icl_all, r.n_all)}, {"acc_all_converted", pct(r.hit_conv_all, r.n_all)},
+                        {"model", m.cfg.to_json()}, {"flags", cli_json(cli.values())}};
+    write_file_atomic(dir + "/summary.json", j.dump(2) + "\n");
+    std::printf("wrote %s/summary.json\n", dir.c_str());
+    return 0;
+}
+
+int cmd_e3(const Cli& cli) {
+    const int seeds = (int)cli.get_int("--seeds", 1, 100), steps = (int)cli.get_int("--steps", 1), T = (int)cli.get_int("--seq", 2, 1 << 20);
+    const bool replot = cli.get_int("--replot", 0, 1) == 1;
+    if (replot && !cli.has_value("--out")) fail_usage("--replot 1 needs --out DIR, the folder of an earlier e3 run");
+    std::string dir = subcommand_run_dir(cli, "iclca", "e3");
+    auto sub_dir = [&](int bias, int sd) { return dir + strfmt("/%s-seed%d", bias ? "bias" : "nobias", sd + 1); };
+    if (!replot)
+        for (int bias = 1; bias >= 0; bias--)
+            for (int sd = 0; sd < seeds; sd++) {
+                KernelLMConfig c = model_cfg(cli, INDUCTION_VOCAB);
+                c.bias = bias;
+                // same seed for both arms: identical weights at init (the biases start at zero) and the same data
+                KernelLM<float> m(c, Device::cpu, 1 + sd);
+                make_dirs(sub_dir(bias, sd));
+                train_induction(m, cli, sub_dir(bias, sd), 1 + sd, steps, T, "", strfmt("E3 %s seed %d", bias ? "bias" : "no bias", sd + 1));
+            }
+    // plots and summary from the runs' logs. Per-step training losses of single batches scatter by ±0.4 here, so
+    // the loss plot shows each evaluation interval's mean train loss (and the fixed validation batch's loss).
+    LinePlot loss, vloss, acc;
+    loss.title = "E3: training loss (mean of each eval interval), bias terms vs none"; loss.xlabel = "step"; loss.ylabel = "train loss";
+    vloss.title = "E3: validation loss, bias terms vs none"; vloss.xlabel = "step"; vloss.ylabel = "val loss";
+    acc.title = "E3: in-context accuracy (val)"; acc.xlabel = "step"; acc.ylabel = "accuracy";
+    nlohmann::json rows = nlohmann::json::array();
+    for (int bias = 1; bias >= 0; bias--)
+        for (int sd = 0; sd < seeds; sd++) {
+            CsvTable tab = read_csv(sub_dir(bias, sd) + "/log.csv");
+            const std::vector<double>&step = tab.col("step"), &tl = tab.col("loss"), &vl = tab.col("val_loss"), &va = tab.col("val_icl_acc");
+            std::string label = strfmt("%s s%d", bias ? "bias" : "no bias", sd + 1);
+            Series ls{label, {}, {}, true}, vs{label, {}, {}, true}, as{label, {}, {}, true};
+            double sum = 0;
+            int cnt = 0;
+            for (size_t i = 0; i < step.size(); i++) {
+                if (std::isfinite(tl[i])) { sum += tl[i]; cnt++; }
+                if (!std::isfinite(va[i])) continue;
+                if (cnt) { ls.x.push_back(step[i]); ls.y.push_back(sum / cnt); }
+                sum = 0;
+                cnt = 0;
+                vs.x.push_back(step[i]); vs.y.push_back(vl[i]);
+                as.x.push_back(step[i]); as.y.push_back(va[i]);
+            }
+            ls.dashed = vs.dashed = as.dashed = !bias;
+            loss.series.push_back(ls);
+            vloss.series.push_back(vs);
+            acc.series.push_back(as);
+            // the induction head appears as a jump of the val ICL accuracy: the first evaluation at >= 90% dates it
+            double emerged = NAN;
+            for (size_t i = 0; i < as.x.size(); i++)
+                if (as.y[i] >= 0.9) { emerged = as.x[i]; break; }
+            const double final_loss = tl.empty() ? NAN : tl.back(), final_acc = as.y.empty() ? NAN : as.y.back();
+            rows.push_back({{"bias", bias}, {"seed", sd + 1}, {"final_loss", final_loss}, {"final_icl_acc", final_acc},
+                            {"step_icl_acc_90", std::isfinite(emerged) ? nlohmann::json(emerged) : nlohmann::json(nullptr)}});
+            std::printf("E3 %-8s seed %d: final train loss %.4f, val ICL acc %.4f, first eval with ICL acc >= 90%%: %s\n",
+                        bias ? "bias" : "no-bias", sd + 1, final_loss, final_acc,
+                        std::isfinite(emerged) ? strfmt("step %.0f", emerged).c_str() : "never");
+        }
+    save_line_plot(dir + "/e3_loss.png", loss);
+    save_line_plot(dir + "/e3_val_loss.png", vloss);
+    save_line_plot(dir + "/e3_icl_acc.png", acc);
+    write_file_atomic(dir + "/summary.json", nlohmann::json{{"experiment", "e3"}, {"runs", rows}, {"flags", cli_json(cli.values())}}.dump(2) + "\n");
+    std::printf("wrote %s/{e3_loss.png,e3_val_loss.png,e3_icl_acc.png,summary.json}\n", dir.c_str());
+    return 0;
+}
+
+// ---- E4: approximate conversion for a softmax GPT (ICLAA with FAVOR+ features; spec §3, §5 E4) ------------
+// GPT-2 weights are not obtainable here: the engine's own GPT stands in (random init with O(1) attention
+// logits, or --load any `gpt` checkpoint, e.g. from train_gpt). Per trial: a random prompt X' (M tokens) and
+// input X (N tokens); the prompted model runs [X';X] at positions 0..M+N−1. Compared at the input rows:
+//   no-ICL   the plain GPT on X alone, positions restarted at 0 (paper-faithful) or offset by M
+//   ICLAA    X alone + the prompt's Performer bias terms, positions restarted at 0 or offset by M
+int cmd_e4(const Cli& cli) {
+    const int trials = (int)cli.get_int("--trials", 1, 100000), M = (int)cli.get_int("--M", 1, 1 << 16), N = (int)cli.get_int("--N", 1, 1 << 16);
+    std::vector<int64_t> ms = cli.get_int_list("--features", 1, 1 << 20);
+    const bool orf = cli.get_int("--orf", 0, 1) != 0;
+    const double astd = cli.get_double("--attn-std", 0, 100);
+    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    GPTConfig gc;
+    std::string source = "random init";
+    if (cli.has_value("--load")) {
+        CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
+        if (ci.model != "gpt") fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, e4 needs a 'gpt' (softmax) checkpoint");
+        gc = GPTConfig::from_json(nlohmann::json::parse(ci.config));
+        source = cli.get("--load");
+    } else {
+        gc.L = (int)cli.get_int("--layers", 1, 1000);
+        gc.C = (int)cli.get_int("--width", 2, 1 << 16);
+        gc.NH = (int)cli.get_int("--heads", 1, 1 << 16);
+        gc.V = 64;
+        gc.maxT = std::max(256, M + N);
+        gc.validate();
+    }
+    if (M + N > gc.maxT) fail_usage(strfmt("--M + --N = %d exceeds the GPT's max-T %d", M + N, gc.maxT));
+    std::string dir = subcommand_run_dir(cli, "iclca", "e4");
+    const int hs = gc.C / gc.NH;
+    auto make_model = [&](int t) {
+        GPT<float> g(gc, Device::cpu, seed + 1000 + t);
+        if (cli.has_value("--load")) {
+            g.s.load(cli.get("--load"));
+        } else {
+            // q·k/√hs has std ≈ C σ² for LN'd inputs: σ = √(astd / C) gives logits of std ≈ astd
+            Rng r(seed * 7 + 31 + t);
+            for (int l = 0; l < gc.L; l++) {
+                const std::string n = "h." + std::to_string(l) + ".attn.qkv.w";
+                fill_normal(g.s.param(n), (size_t)3 * gc.C * gc.C, r, 0.0, std::sqrt(astd / gc.C));
+            }
+        }
+        return g;
+    };
+    std::vector<double> e_conv_off(ms.size(), 0), e_conv_re(ms.size(), 0);
+    double e_none_re = 0, e_none_off = 0;
+    for (int t = 0; t < trials; t++) {
+        GPT<float> g = make_model(t);
+        Rng r(seed * 31 + 7 + t);
+        std::vector<int> prompt(M), input(N);
+        for (auto& x : prompt) x = (int)r.below(gc.V);
+        for (auto& x : input) x = (int)r.below(gc.V);
+        std::vector<int> all = prompt;
+        all.insert(all.end(), input.begin(), input.end());
+        PerformerFeatures none(gc.L, gc.NH, hs, 1, FeatureKind::favor, orf, 0);
+        std::vector<float> lp = iclaa_logits(g, none, nullptr, AttnSim::softmax, all, 0);
+        lp.erase(lp.begin(), lp.begin() + (size_t)M * gc.V);
+        e_none_re += relerr(lp, iclaa_logits(g, none, nullptr, AttnSim::softmax, input, 0)) / trials;
+        e_none_off += relerr(lp, iclaa_logits(g, none, nullptr, AttnSim::softmax, input, M)) / trials;
+        for (size_t k = 0; k < ms.size(); k++) {
+            PerformerFeatures f(gc.L, gc.NH, hs, (int)ms[k], FeatureKind::favor, orf, seed * 1000003 + t * 7919 + ms[k]);
+            IclaaBias b(f);
+            iclaa_convert(g, f, b, AttnSim::softmax, prompt, 0);
+            e_conv_off[k] += relerr(lp, iclaa_logits(g, f, &b, AttnSim::softmax, input, M)) / trials;
+            e_conv_re[k] += relerr(lp, iclaa_logits(g, f, &b, AttnSim::softmax, input, 0)) / trials;
+        }
+        std::fprintf(stderr, "\re4: trial %d/%d", t + 1, trials);
+    }
+    std::fprintf(stderr, "\n");
+    std::printf("E4 ICLAA on a softmax GPT (%s; L=%d C=%d NH=%d hs=%d), %s features, M=%d N=%d, mean logit relerr over %d trials\n",
+                source.c_str(), gc.L, gc.C, gc.NH, hs, orf ? "orthogonal (ORF)" : "i.i.d. (PRF)", M, N, trials);
+    std::printf("  %-22s %12s %12s\n", "model", "restart@0", "offset@M");
+    std::printf("  %-22s %12.4g %12.4g\n", "M_old,noICL", e_none_re, e_none_off);
+    std::FILE* csv = std::fopen((dir + "/table.csv").c_str(), "w");
+    if (!csv) fail("cannot write " + dir + "/table.csv");
+    std::fprintf(csv, "m,relerr_converted_restart,relerr_converted_offset,relerr_noicl_restart,relerr_noicl_offset\n");
+    nlohmann::json rows = nlohmann::json::array();
+    std::vector<double> xs;
+    for (size_t k = 0; k < ms.size(); k++) {
+        std::printf("  M_new,noICL m=%-9lld %12.4g %12.4g\n", (long long)ms[k], e_conv_re[k], e_conv_off[k]);
+        std::fprintf(csv, "%lld,%.6g,%.6g,%.6g,%.6g\n", (long long)ms[k], e_conv_re[k], e_conv_off[k], e_none_re, e_none_off);
+        rows.push_back({{"m", ms[k]}, {"relerr_converted_restart", e_conv_re[k]}, {"relerr_converted_offset", e_conv_off[k]}});
+        xs.push_back((double)ms[k]);
+    }
+    std::fclose(csv);
+    LinePlot p;
+    p.title = strfmt("E4: ICLAA (Performer) on a softmax GPT, M=%d N=%d", M, N);
+    p.xlabel = "random features m";
+    p.ylabel = "logit relerr vs prompted";
+    p.logx = p.logy = true;
+    p.series.push_back(Series{"converted, positions offset by M", xs, e_conv_off, true});
+    Series sr{"converted, positions restart at 0", xs, e_conv_re, true};
+    sr.dashed = true;
+    p.series.push_back(sr);
+    p.hlines = {{"no ICL, restart", e_none_re}, {"no ICL, offset", e_none_off}};
+    save_line_plot(dir + "/e4_relerr.png", p);
+    write_file_atomic(dir + "/summary.json",
+                      nlohmann::json{{"experiment", "e4"}, {"source", source}, {"model", gc.to_json()}, {"M", M}, {"N", N}, {"trials", trials},
+                                     {"orf", orf}, {"relerr_noicl_restart", e_none_re}, {"relerr_noicl_offset", e_none_off}, {"rows", rows},
+                                     {"flags", cli_json(cli.values())}}
+                                  .dump(2) +
+                          "\n");
+    std::printf("wrote %s/{table.csv,e4_relerr.png,summary.json}\n", dir.c_str());
+    return 0;
+}
+
+int cmd_bench(const Cli& cli) {
+    std::string dir = subcommand_run_dir(cli, "iclca", "bench");
+    KernelLMConfig c = model_cfg(cli, BYTE_VOCAB);
+    const int gen = (int)cli.get_int("--gen", 1, 1 << 20);
+    std::vector<int64_t> Ms = cli.get_int_list("--Ms", 0, 1 << 20), Ts = cli.get_int_list("--Ts", 2, 1 << 20);
+    c.maxT = 1 << 20;
+    KernelLM<float> m(c, Device::cpu, 1);
+    std::vector<float> orig = m.s.to_host(m.s.params, 0, m.s.ptable.total);
+    Rng r(1);
+    std::printf("bench (a): inference per request = the prompt (M tokens) + %d greedy tokens; L=%d C=%d NH=%d, %d threads\n", gen, c.L, c.C,
+                c.NH, omp_get_max_threads());
+    std::printf("  %6s | %14s %14s %12s | %14s %14s %12s | %10s\n", "M", "prompted ms/tok", "prefill ms", "act. MiB", "converted ms/tok",
+                "state KiB", "act. MiB", "convert ms");
+    std::FILE* csv = std::fopen((dir + "/inference.csv").c_str(), "w");
+    std::fprintf(csv, "M,gen,prompted_ms_per_token,prompted_prefill_ms,prompted_act_MiB,converted_ms_per_token,converted_act_MiB,state_KiB,convert_ms\n");
+    const double state_kib = (double)c.L * c.NH * c.hs() * (c.hs() + 1) * 4 / 1024.0;
+    for (int64_t M : Ms) {
+        std::vector<int> prompt(M), input = {1};
+        for (auto& t : prompt) t = (int)r.below(c.V);
+        m.s.upload(m.s.params, 0, orig.data(), orig.size());
+        // prompted: the prompt goes through the parallel form every request, then greedy decoding streams
+        double act_p = 0;
+        KernelLM<float>::Stream st = m.stream_start(0);
+        if (M > 0) {
+            kernel_lm_logits(m, prompt, 0);  // warm-up; activation memory of the parallel prefill
+            act_p = (double)m.s.atable.total * 4 / (1 << 20);
+            // the decoding state after the prompt (what a recurrent prefill leaves: biases + prompt sums)
+            for (int t : prompt) m.stream_step(st, t);
+        }
+        // timed: parallel prefill of the prompt (every request pays it) + decoding
+        double t0 = now_seconds();
+        if (M > 0) kernel_lm_logits(m, prompt, 0);
+        double t_prefill = now_seconds() - t0;
+        t0 = now_seconds();
+        std::vector<float> lg = m.stream_step(st, input[0]);
+        for (int i = 1; i < gen; i++) lg = m.stream_step(st, (int)(std::max_element(lg.begin(), lg.end()) - lg.begin()));
+        double t_dec = now_seconds() - t0;
+        double prompted_ms = (t_prefill + t_dec) / gen * 1e3;
+        // converted: once, then requests carry no prompt
+        t0 = now_seconds();
+        if (M > 0) iclca_convert(m, prompt, 0);
+        double t_conv = now_seconds() - t0;
+        t0 = now_seconds();
+        KernelLM<float>::Stream st2 = m.stream_start(0);
+        lg = m.stream_step(st2, input[0]);
+        for (int i = 1; i < gen; i++) lg = m.stream_step(st2, (int)(std::max_element(lg.begin(), lg.end()) - lg.begin()));
+        double conv_ms = (now_seconds() - t0) / gen * 1e3;
+        const double act_c = 0;  // no prompt activations: decoding holds only the (bias-initialised) state
+        std::printf("  %6lld | %14.3f %14.1f %12.2f | %14.3f %14.1f %12.2f | %10.1f\n", (long long)M, prompted_ms, t_prefill * 1e3, act_p, conv_ms,
+                    state_kib, act_c, t_conv * 1e3);
+        std::fflush(stdout);
+        std::fprintf(csv, "%lld,%d,%.4f,%.3f,%.3f,%.4f,%.3f,%.2f,%.3f\n", (long long)M, gen, prompted_ms, t_prefill * 1e3, act_p, conv_ms, act_c,
+                     state_kib, t_conv * 1e3);
+    }
+    std::fclose(csv);
+    // (b) training-form throughput vs the softmax GPT, B = 1, forward + backward
+    std::printf("bench (b): training step (forward+backward, B=1) tokens/s, kernel LM vs softmax GPT (same L, C, NH)\n");
+    std::printf("  %6s | %13s %9s | %13s %9s | %9s %9s %9s %6s | %9s %9s %6s\n", "T", "kernel tok/s", "ms/step", "softmax tok/s",
+                "ms/step", "kattn", "causal", "matmul", "ratio", "kattn bwd", "mm bwd", "ratio");
+    std::printf("  (GF/s, forward: kattn = kernel attention with the nominal chunked-form flops (full 64x64 blocks), causal = the\n"
+                "   same time with only the causal half of each block counted, matmul = all of the model's matmul forwards,\n"
+                "   ratio = causal / matmul; backward: kernel attention (causal count) and matmul backwards, and their ratio)\n");
+    std::FILE* csv2 = std::fopen((dir + "/training.csv").c_str(), "w");
+    std::fprintf(csv2, "T,kernel_tokens_per_s,kernel_ms,gpt_tokens_per_s,gpt_ms,kattn_fwd_gflops,matmul_fwd_gflops,kattn_fwd_causal_gflops,"
+                       "kattn_bwd_causal_gflops,matmul_bwd_gflops\n");
+    for (int64_t T : Ts) {
+        Rng br(2);
+        Batch bt;
+        bt.B = 1; bt.T = (int)T;
+        for (int t = 0; t < T; t++) { bt.tokens.push_back((int)br.below(c.V)); bt.targets.push_back((int)br.below(c.V)); bt.mask.push_back(1); }
+        KernelLM<float> km(c, Device::cpu, 1);
+        GPTConfig gc;
+        gc.L = c.L; gc.C = c.C; gc.NH = c.NH; gc.V = c.V; gc.maxT = (int)T;
+        GPT<float> gm(gc, Device::cpu, 1);
+        auto time_steps = [&](auto& model) {
+            model.forward(bt); model.backward();  // warm-up (allocations)
+            int reps = 0;
+            double t0 = now_seconds();
+            do { model.forward(bt); model.backward(); reps++; } while (now_seconds() - t0 < 1.0 && reps < 20);
+            return (now_seconds() - t0) / reps;
+        };
+        double tk = time_steps(km), tg = time_steps(gm);
+        // kernel attention vs the model's matmuls, forward and backward, from the op profiler
+        op::op_profile().reset();
+        op::op_profile().enabled = true;
+        for (int i = 0; i < 3; i++) { km.forward(bt); km.backward(); }
+        op::op_profile().enabled = false;
+        const double hs = c.hs(), CHf = KA_CHUNK, nT = (double)T, head_tokens = 3.0 * c.L * c.NH * nT;  // 3 passes × layers × heads × tokens
+        // flops per head and token of the chunked form. Forward: P (2·CH·m), P·V (2·CH·hs), Â·S (2·m·hs),
+        // S += ĈᵀV (2·m·hs), with the full CH×CH block ("nominal": what a GEMM-per-product chunked form executes,
+        // and the count of the earlier tables) or only its causal half ("causal": the useful work; the register-
+        // tiled form executes about this, rounded up to its tiles). Backward, causal count: six triangular
+        // products (tril(DnVᵀ), ·Ĉ, triu(VDnᵀ), ·Â, triu(ĈÂᵀ), ·Dn) and five m×hs ones (DnSᵀ, S update, VUᵀ, ĈU,
+        // U update).
+        const double t_k = op::op_profile().seconds["kernel attention fwd"], t_kb = op::op_profile().seconds["kernel attention bwd"];
+        double kflops = head_tokens * (2 * CHf * hs + 2 * CHf * hs + 4 * hs * hs);
+        double kflops_causal = head_tokens * ((CHf + 1) * hs + (CHf + 1) * hs + 4 * hs * hs);
+        double kflops_bwd = head_tokens * (6 * (CHf + 1) * hs + 10 * hs * hs);
+        double kgf = kflops / t_k / 1e9, kgf_causal = kflops_causal / t_k / 1e9, kgf_bwd = kflops_bwd / t_kb / 1e9;
+        // all matmul flops of the model (qkv, proj, fc, fc-proj, LM head) over their time; backward = 2 × forward
+        double mflops = 3.0 * nT * (c.L * 2.0 * (3 * c.C * c.C + c.C * c.C + 8.0 * c.C * c.C) + 2.0 * c.C * c.V);
+        double mgf = mflops / op::op_profile().seconds["matmul fwd"] / 1e9, mgf_bwd = 2 * mflops / op::op_profile().seconds["matmul bwd"] / 1e9;
+        std::printf("  %6lld | %13.0f %9.2f | %13.0f %9.2f | %9.1f %9.1f %9.1f %6.2f | %9.1f %9.1f %6.2f\n", (long long)T, T / tk, tk * 1e3,
+                    T / tg, tg * 1e3, kgf, kgf_causal, mgf, kgf_causal / mgf, kgf_bwd, mgf_bwd, kgf_bwd / mgf_bwd);
+        std::fflush(stdout);
+        std::fprintf(csv2, "%lld,%.1f,%.3f,%.1f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", (long long)T, T / tk, tk * 1e3, T / tg, tg * 1e3, kgf, mgf,
+                     kgf_causal, kgf_bwd, mgf_bwd);
+    }
+    std::fclose(csv2);
+    std::printf("wrote %s/{inference.csv,training.csv}\n", dir.c_str());
+    return 0;
+}
+
+}  // namespace icl::iclca_cmd

@@ -1,0 +1,576 @@
+// tint_studies.cpp — the paper's experiments as `tint` subcommands: lm (§7.1), fewshot (§7.2), eps (§5); the
+// helpers they share with the other subcommands are in tint_experiments.cpp.
+// tint — TinT (spec/tint.md): a simulator transformer that runs, back-propagates and fine-tunes a small OPT-like
+// auxiliary transformer stored in its prefix tokens, in one forward pass. Subcommands:
+//
+//   tint check    the simulator vs oracle A (fp64 and fp32) and its k=1 update vs exact SGD (oracle B); exit 1 if off
+//   tint params   the constructed simulator's parameter count; the §6 formula for OPT-125m … 2.7b beside Table 1
+//   tint train    train the auxiliary model (the engine's GPT with ReLU or GELU) on a text file or the few-shot task
+//   tint lm       language modelling (§7.1): perplexity before/after the simulated update vs dynamic evaluation
+//   tint fewshot  few-shot classification (§7.2) on a synthetic labelled task: Single/Multi, label/full-context loss
+//   tint eps      errors vs the finite-difference ε and vs attention hardness (§5)
+//   tint bench    a full simulated pass vs oracle A's explicit computation: time, ratio, memory
+//
+// Runs write to out/tint/<sub>-<time>/ (or --out): table.csv / log.csv, PNG plots, summary.json.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "data/fewshot.h"
+#include "data/text.h"
+#include "engine/checkpoint.h"
+#include "engine/cli.h"
+#include "engine/compare.h"
+#include "engine/npy.h"
+#include "engine/plot.h"
+#include "engine/run.h"
+#include "layers/layernorm.h"
+#include "models/gpt.h"
+#include "models/tint/tint_sim.h"
+#include "models/tint/tint_oracle.h"
+#include "models/trainer.h"
+#include "models/tint/tint_experiments.h"
+
+namespace icl::tint_cmd {
+
+// ---- lm ---------------------------------------------------------------------------------------------------
+
+// Σ CE and the count over the test predictions (t+1 >= n_train) of one window's logits (T,V).
+template <typename real>
+void test_ce(const real* logits, const int* ids, int T, int V, int n_train, double& sum, long& n) {
+    for (int t = std::max(0, n_train - 1); t + 1 < T; t++) {
+        const real* z = logits + (size_t)t * V;
+        double mx = z[0], s = 0;
+        for (int v = 1; v < V; v++) mx = std::max(mx, (double)z[v]);
+        for (int v = 0; v < V; v++) s += std::exp((double)z[v] - mx);
+        sum += mx + std::log(s) - (double)z[ids[t + 1]];
+        n++;
+    }
+}
+
+int cmd_lm(const Cli& cli) {
+    // every flag is checked before the (possibly long) training of the auxiliary model
+    const std::vector<double> fracs = double_list(cli, "--fracs", 0.01, 0.99), etas = double_list(cli, "--etas", 0, 1e6, "1e-5,3e-5,1e-4,3e-4,1e-3");
+    const std::vector<Budget> bud = budgets(cli, cli.has_value("--load") ? loaded_config(cli).L : aux_config(cli, BYTE_VOCAB).L);
+    const int n_test = (int)cli.get_int("--windows", 1, 1 << 20), n_dev = (int)cli.get_int("--dev-windows", 1, 1 << 20);
+    std::string dir = subcommand_run_dir(cli, "tint", "lm");
+    TextData text;
+    GPT<float> aux = load_or_train(cli, "text", dir, &text);
+    const GPTConfig& g = aux.cfg;
+    TintConfig c = tint_config(cli, g);
+    const int T = g.maxT, V = g.V;
+    // non-overlapping windows of the validation text: dev first, then test
+    const int avail = (int)(text.val.size() / T);
+    if (avail < n_dev + n_test) fail(strfmt("lm: the validation text holds %d windows of %d bytes; asked for %d dev + %d test", avail, T, n_dev, n_test));
+    auto windows = [&](int first, int count, double frac) {
+        TintInput in;
+        in.B = count;
+        in.T = T;
+        const int ntr = std::max(1, (int)std::floor(frac * T));
+        for (int w = first; w < first + count; w++)
+            for (int t = 0; t < T; t++) {
+                in.ids.push_back(text.val[(size_t)w * T + t]);
+                in.train.push_back(t < ntr);
+            }
+        return in;
+    };
+    auto ppl_of = [&](const std::vector<float>& logits, const TintInput& in, int ntr) {
+        double sum = 0;
+        long n = 0;
+        for (int b = 0; b < in.B; b++) test_ce(logits.data() + (size_t)b * T * V, in.ids.data() + (size_t)b * T, T, V, ntr, sum, n);
+        return std::exp(sum / n);
+    };
+    // method: "tint" (the simulator), "dyn" (oracle B on TinT's trainable set), "dyn-all" (oracle B, every parameter)
+    auto evaluate = [&](const std::string& method, const TintInput& in, int k, int s, double eta, int ntr) {
+        if (method == "tint") {
+            TintConfig cc = c;
+            cc.eta = eta;
+            TintOutput<float> o = Tint<float>(cc).run(aux, in, k, s);
+            return std::make_pair(ppl_of(o.logits0, in, ntr), ppl_of(o.logits1, in, ntr));
+        }
+        std::vector<float> l0, l1;
+        for (int b = 0; b < in.B; b++) {
+            OracleOutput<float> B = oracle_b(aux, tint_batch(in, b), eta, k, s, method == "dyn-all");
+            l0.insert(l0.end(), B.logits0.begin(), B.logits0.end());
+            l1.insert(l1.end(), B.logits1.begin(), B.logits1.end());
+        }
+        return std::make_pair(ppl_of(l0, in, ntr), ppl_of(l1, in, ntr));
+    };
+    struct Arm { std::string method; Budget b; };
+    std::vector<Arm> arms;
+    for (Budget b : bud) arms.push_back({"tint", b});
+    for (Budget b : bud) arms.push_back({"dyn", b});
+    arms.push_back({"dyn-all", {g.L, 1}});
+    std::printf("tint lm: %s, %d dev + %d test windows of %d bytes; TinT K=%d D=%d eps=%g; eta grid chosen per arm and fraction on dev\n",
+                text.path.c_str(), n_dev, n_test, T, c.K(), c.D(), c.eps);
+    std::FILE* csv = std::fopen((dir + "/table.csv").c_str(), "w");
+    if (!csv) fail("cannot write " + dir + "/table.csv");
+    std::fprintf(csv, "method,k,s,frac,eta,ppl_dev,ppl_test,ppl_vanilla_test\n");
+    std::map<std::string, std::vector<double>> table;  // arm label -> test ppl per fraction
+    std::vector<double> vanilla;
+    nlohmann::json jrows = nlohmann::json::array();
+    const double t0 = now_seconds();
+    int done = 0, total = (int)(fracs.size() * arms.size());
+    for (double frac : fracs) {
+        const int ntr = std::max(1, (int)std::floor(frac * T));
+        TintInput dev = windows(0, n_dev, frac), test = windows(n_dev, n_test, frac);
+        double van = 0;
+        for (const Arm& a : arms) {
+            double best = INFINITY, best_eta = etas[0];
+            for (double eta : etas) {
+                double p = evaluate(a.method, dev, a.b.k, a.b.s, eta, ntr).second;
+                std::fprintf(csv, "%s,%d,%d,%.2f,%g,%.5f,,\n", a.method.c_str(), a.b.k, a.b.s, frac, eta, p);
+                if (p < best) { best = p; best_eta = eta; }
+            }
+            auto pt = evaluate(a.method, test, a.b.k, a.b.s, best_eta, ntr);
+            van = pt.first;
+            const std::string label = a.method + strfmt(" (%d,%d)", a.b.k, a.b.s);
+            table[label].push_back(pt.second);
+            std::fprintf(csv, "%s,%d,%d,%.2f,%g,%.5f,%.5f,%.5f\n", a.method.c_str(), a.b.k, a.b.s, frac, best_eta, best, pt.second, pt.first);
+            std::fflush(csv);
+            jrows.push_back({{"method", a.method}, {"k", a.b.k}, {"s", a.b.s}, {"frac", frac}, {"eta", best_eta}, {"ppl_test", pt.second},
+                             {"ppl_vanilla", pt.first}});
+            done++;
+            const double el = now_seconds() - t0;
+            std::fprintf(stderr, "  [%d/%d] frac %.2f %-14s eta %-6g test ppl %.4f (vanilla %.4f)  elapsed %.0fs eta %.0fs\n", done, total, frac,
+                         label.c_str(), best_eta, pt.second, pt.first, el, el / done * (total - done));
+        }
+        vanilla.push_back(van);
+    }
+    std::fclose(csv);
+    std::printf("\nperplexity on the test part of %d windows (bytes; lower is better), by training fraction:\n\n  %-20s", n_test, "");
+    for (double f : fracs) std::printf(" %8.0f%%", 100 * f);
+    std::printf("\n  %-20s", "vanilla");
+    for (double v : vanilla) std::printf(" %9.4f", v);
+    std::printf("\n");
+    for (const Arm& a : arms) {
+        const std::string label = a.method + strfmt(" (%d,%d)", a.b.k, a.b.s);
+        std::printf("  %-20s", (std::string(a.method == "tint" ? "TinT" : a.method == "dyn" ? "dyn. eval" : "dyn. eval all") + strfmt(" (%d,%d)", a.b.k, a.b.s)).c_str());
+        for (double v : table[label]) std::printf(" %9.4f", v);
+        std::printf("\n");
+    }
+    // plot: the change of the test perplexity against vanilla (%), per fraction, one line per arm
+    LinePlot p;
+    p.title = "tint lm: test perplexity change after the update, vs vanilla";
+    p.xlabel = "training fraction of each window";
+    p.ylabel = "perplexity change (%)";
+    p.hlines.push_back({"vanilla", 0.0});
+    for (const Arm& a : arms) {
+        const std::string label = a.method + strfmt(" (%d,%d)", a.b.k, a.b.s);
+        std::vector<double> rel;
+        for (size_t i = 0; i < fracs.size(); i++) rel.push_back(100 * (table[label][i] / vanilla[i] - 1));
+        Series sr{a.method == "dyn-all" ? std::string("dyn. eval, all params") : (a.method == "tint" ? "TinT" : "dyn. eval") + strfmt(" k=%d s=%d", a.b.k, a.b.s),
+                  fracs, rel, true};
+        sr.dashed = a.method != "tint";
+        p.series.push_back(sr);
+    }
+    save_line_plot(dir + "/lm.png", p);
+    write_summary(dir, cli, {{"subcommand", "lm"}, {"data", text.path}, {"rows", jrows}, {"aux", g.to_json()}});
+    std::printf("\nwrote %s/{table.csv, lm.png, summary.json}\n", dir.c_str());
+    return 0;
+}
+
+// ---- fewshot ----------------------------------------------------------------------------------------------
+
+struct Episode {
+    bool flip = false;
+    std::vector<FewshotExample> demos;
+    FewshotExample eval;
+};
+
+Episode make_episode(int n_demos, Rng& rng) {
+    Episode e;
+    e.flip = rng.below(2);
+    std::vector<int> cls;
+    for (int i = 0; i < n_demos; i++) cls.push_back(i % 2);
+    for (int i = n_demos - 1; i > 0; i--) std::swap(cls[i], cls[rng.below(i + 1)]);
+    // the new label words: NEW0 + (class XOR flip)
+    for (int c : cls) e.demos.push_back(fewshot_example(c, FS_NEW0 + (c ^ (int)e.flip), rng));
+    const int c = (int)rng.below(2);
+    e.eval = fewshot_example(c, FS_NEW0 + (c ^ (int)e.flip), rng);
+    return e;
+}
+
+// The TinT input of an episode in a format, with the position (`read`) whose logits predict the eval label.
+// Single: demos and eval as separate segments (block ICL mask, positions reset); Multi: joined by SEP (plain ICL).
+// Training tokens: everything except the eval label. Label-only loss: only the demos' label predictions.
+TintInput episode_input(const Episode& e, bool single, bool label_only, int& read) {
+    TintInput in;
+    in.B = 1;
+    std::vector<int> seg_start;
+    std::vector<uint8_t> is_label;
+    auto add = [&](const FewshotExample& x, bool sep) {
+        seg_start.push_back(in.T);
+        for (size_t i = 0; i < x.tokens.size(); i++) {
+            in.ids.push_back(x.tokens[i]);
+            in.pos.push_back(single ? (int)i : in.T);
+            is_label.push_back(i + 1 == x.tokens.size());
+            in.T++;
+        }
+        if (sep) {
+            in.ids.push_back(FS_SEP);
+            in.pos.push_back(in.T);
+            is_label.push_back(0);
+            in.T++;
+        }
+    };
+    for (auto& d : e.demos) add(d, !single);
+    add(e.eval, false);
+    read = in.T - 2;
+    in.train.assign(in.T, 1);
+    in.train[in.T - 1] = 0;
+    in.label.assign(in.T, 0);
+    for (int t = 0; t < in.T; t++) in.label[t] = label_only ? (is_label[t] && t != in.T - 1) : 1;
+    if (single) {
+        for (int s : seg_start) in.label[s] = 0;  // no prediction across segments
+        in.icl.assign((size_t)in.T * in.T, 0);
+        for (size_t s = 0; s < seg_start.size(); s++) {
+            const int a = seg_start[s], b = s + 1 < seg_start.size() ? seg_start[s + 1] : in.T;
+            for (int t = a; t < b; t++)
+                for (int j = a; j <= t; j++) in.icl[(size_t)t * in.T + j] = 1;
+        }
+    } else {
+        in.pos.clear();
+    }
+    return in;
+}
+
+// Single format as a GPT batch (dynamic evaluation): each segment its own row, padded at the end (masked).
+Batch single_batch(const TintInput& in) {
+    std::vector<int> starts;
+    for (int t = 0; t < in.T; t++)
+        if (in.pos[t] == 0) starts.push_back(t);
+    starts.push_back(in.T);
+    int Tm = 0;
+    for (size_t s = 0; s + 1 < starts.size(); s++) Tm = std::max(Tm, starts[s + 1] - starts[s]);
+    Batch bt;
+    bt.B = (int)starts.size() - 1;
+    bt.T = Tm;
+    std::vector<uint8_t> m = in.loss_mask(0);
+    for (int s = 0; s + 1 < (int)starts.size(); s++)
+        for (int i = 0; i < Tm; i++) {
+            const int t = starts[s] + i;
+            const bool in_seg = t < starts[s + 1];
+            bt.tokens.push_back(in_seg ? in.ids[t] : FS_SEP);
+            bt.targets.push_back(in_seg && t + 1 < in.T ? in.ids[t + 1] : 0);
+            bt.mask.push_back(in_seg && t + 1 < starts[s + 1] ? (float)m[t] : 0.0f);
+        }
+    return bt;
+}
+
+int cmd_fewshot(const Cli& cli) {
+    // every flag is checked before the (possibly long) training of the auxiliary model
+    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const int n_demos = (int)cli.get_int("--demos", 1, 64), n_test = (int)cli.get_int("--episodes", 1, 1 << 20),
+              n_dev = (int)cli.get_int("--dev-episodes", 1, 1 << 20);
+    const std::vector<double> etas = double_list(cli, "--etas", 0, 1e6, "3e-3,1e-2,3e-2,1e-1,3e-1");
+    const std::vector<Budget> bud = budgets(cli, cli.has_value("--load") ? loaded_config(cli).L : aux_config(cli, FEWSHOT_VOCAB).L);
+    std::string dir = subcommand_run_dir(cli, "tint", "fewshot");
+    GPT<float> aux = load_or_train(cli, "fewshot", dir, nullptr);
+    const GPTConfig& g = aux.cfg;
+    TintConfig c = tint_config(cli, g);
+    Rng dr = Rng(seed).split(505), tr = Rng(seed).split(606);
+    std::vector<Episode> dev, test;
+    for (int i = 0; i < n_dev; i++) dev.push_back(make_episode(n_demos, dr));
+    for (int i = 0; i < n_test; i++) test.push_back(make_episode(n_demos, tr));
+    for (auto* set : {&dev, &test})
+        for (const Episode& e : *set) {
+            int r0;
+            TintInput m = episode_input(e, false, true, r0);
+            if (m.T > g.maxT)
+                fail(strfmt("fewshot: a Multi-format episode has %d tokens > the model's %d positions; use fewer --demos or a longer --seq", m.T, g.maxT));
+        }
+    // margin = log p(NEW0) − log p(NEW1) at the read position (the label words' log-softmax difference)
+    auto margin = [&](const float* z) { return (double)z[FS_NEW0] - (double)z[FS_NEW1]; };
+    // does the model read the class? its zero-shot accuracy with the pretraining label words (LABEL0 + class)
+    double reads_class = 0;
+    for (const Episode& e : test) {
+        Batch bt;
+        bt.B = 1;
+        bt.T = (int)e.eval.tokens.size();
+        bt.tokens = e.eval.tokens;
+        aux.forward(bt);
+        std::vector<float> lg = aux.outputs();
+        const float* z = lg.data() + (size_t)(bt.T - 2) * g.V;
+        reads_class += (z[FS_LABEL0 + e.eval.cls] > z[FS_LABEL1 - e.eval.cls]) / (double)test.size();
+    }
+    // Accuracy of one arm on a set of episodes, before and after the update, uncalibrated and calibrated.
+    // Calibration (spec §7.2, "icl_sfc"): the label words' margin on the episode minus their margin on the same demos
+    // followed by the content-free prompt [MARK] (a second pass, which also updates internally).
+    struct Acc { double before = 0, after = 0, before_cal = 0, after_cal = 0; };
+    auto run_arm = [&](const std::string& method, bool single, bool label_only, Budget b, double eta, const std::vector<Episode>& eps) {
+        const int n = (int)eps.size(), V = g.V;
+        std::vector<double> m0(2 * n), m1(2 * n);  // margins before/after: [episode, content-free prompt]
+        TintConfig cc = c;
+        cc.eta = eta;
+        Tint<float> tt(cc);
+#pragma omp parallel for schedule(dynamic)
+        for (int job = 0; job < 2 * n; job++) {
+            Episode e = eps[job / 2];
+            if (job % 2) e.eval.tokens = {FS_MARK, e.eval.tokens.back()};  // the content-free prompt
+            int r;
+            TintInput in = episode_input(e, single, label_only, r);
+            if (method == "tint") {
+                TintOutput<float> o = tt.run(aux, in, b.k, b.s);
+                m0[job] = margin(o.logits0.data() + (size_t)r * V);
+                m1[job] = margin(o.logits1.data() + (size_t)r * V);
+            } else {
+                GPT<float> m(g, Device::cpu, 1);  // a private copy per thread
+                copy_params(m, aux);
+                Batch bt = single ? single_batch(in) : tint_batch(in, 0);
+                OracleOutput<float> B = oracle_b(m, bt, eta, b.k, b.s, method == "dyn-all");
+                // Single: the eval segment is the batch's last row
+                const size_t row = single ? ((size_t)(bt.B - 1) * bt.T + (r - (in.T - (int)e.eval.tokens.size()))) * V : (size_t)r * V;
+                m0[job] = margin(B.logits0.data() + row);
+                m1[job] = margin(B.logits1.data() + row);
+            }
+        }
+        Acc a;
+        for (int i = 0; i < n; i++) {
+            const bool want0 = (eps[i].eval.cls ^ (int)eps[i].flip) == 0;  // the right label word is NEW0
+            a.before += ((m0[2 * i] > 0) == want0) / (double)n;
+            a.after += ((m1[2 * i] > 0) == want0) / (double)n;
+            a.before_cal += ((m0[2 * i] - m0[2 * i + 1] > 0) == want0) / (double)n;
+            a.after_cal += ((m1[2 * i] - m1[2 * i + 1] > 0) == want0) / (double)n;
+        }
+        return a;
+    };
+    struct Arm { std::string method; bool single, label; Budget b; };
+    std::vector<Arm> arms;
+    const Budget full{g.L, 1};
+    for (bool single : {true, false})
+        for (bool label : {true, false}) {
+            arms.push_back({"tint", single, label, full});
+            arms.push_back({"dyn", single, label, full});
+        }
+    for (Budget b : bud)
+        if (b.k != full.k || b.s != full.s) arms.push_back({"tint", true, true, b});
+    std::printf("tint fewshot: %d demos per episode, %d dev + %d test episodes; two label words never seen in pretraining, their\n"
+                "mapping to the classes a coin per episode (chance = 50%%); TinT K=%d D=%d eps=%g\n"
+                "the auxiliary model reads the class: %.1f%% zero-shot with its pretraining label words\n",
+                n_demos, n_dev, n_test, c.K(), c.D(), c.eps, 100 * reads_class);
+    std::FILE* csv = std::fopen((dir + "/table.csv").c_str(), "w");
+    if (!csv) fail("cannot write " + dir + "/table.csv");
+    std::fprintf(csv, "method,format,loss,k,s,eta,acc_dev,acc_dev_cal,acc_test,acc_test_cal,acc_test_before,acc_test_before_cal\n");
+    nlohmann::json jrows = nlohmann::json::array();
+    Acc zero, icl;  // before any update: Single = the eval example alone (block mask), Multi = plain ICL
+    std::vector<std::string> lines;
+    const double t0 = now_seconds();
+    auto fmt = [](const Arm& a) { return std::string(a.single ? "single" : "multi") + "," + (a.label ? "label" : "full"); };
+    for (size_t ai = 0; ai < arms.size(); ai++) {
+        const Arm& a = arms[ai];
+        // η chosen on dev, separately for the uncalibrated and the calibrated score
+        double best = -1, best_cal = -1, eta_u = etas[0], eta_c = etas[0];
+        for (double eta : etas) {
+            Acc d = run_arm(a.method, a.single, a.label, a.b, eta, dev);
+            std::fprintf(csv, "%s,%s,%d,%d,%g,%.4f,%.4f,,,,\n", a.method.c_str(), fmt(a).c_str(), a.b.k, a.b.s, eta, d.after, d.after_cal);
+            if (d.after > best) { best = d.after; eta_u = eta; }
+            if (d.after_cal > best_cal) { best_cal = d.after_cal; eta_c = eta; }
+        }
+        Acc tu = run_arm(a.method, a.single, a.label, a.b, eta_u, test);
+        Acc tc = eta_c == eta_u ? tu : run_arm(a.method, a.single, a.label, a.b, eta_c, test);
+        if (a.single) zero = tu;
+        else icl = tu;
+        std::fprintf(csv, "%s,%s,%d,%d,%g/%g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", a.method.c_str(), fmt(a).c_str(), a.b.k, a.b.s, eta_u, eta_c, best, best_cal,
+                     tu.after, tc.after_cal, tu.before, tu.before_cal);
+        std::fflush(csv);
+        auto se = [&](double p) { return 100 * std::sqrt(p * (1 - p) / n_test); };
+        lines.push_back(strfmt("  %-10s %-7s %-6s (%d,%d) | eta %-6g %5.1f%% ± %4.1f | eta %-6g %5.1f%% ± %4.1f", a.method == "tint" ? "TinT" : "dyn. eval",
+                               a.single ? "Single" : "Multi", a.label ? "label" : "full", a.b.k, a.b.s, eta_u, 100 * tu.after, se(tu.after), eta_c,
+                               100 * tc.after_cal, se(tc.after_cal)));
+        jrows.push_back({{"method", a.method}, {"format", a.single ? "single" : "multi"}, {"loss", a.label ? "label" : "full"}, {"k", a.b.k}, {"s", a.b.s},
+                         {"eta", eta_u}, {"eta_cal", eta_c}, {"acc_test", tu.after}, {"acc_test_cal", tc.after_cal}, {"acc_dev", best},
+                         {"acc_dev_cal", best_cal}});
+        const double el = now_seconds() - t0;
+        std::fprintf(stderr, "  [%zu/%zu] %s  elapsed %.0fs eta %.0fs\n", ai + 1, arms.size(), lines.back().c_str() + 2, el,
+                     el / (ai + 1) * (arms.size() - ai - 1));
+    }
+    std::fclose(csv);
+    std::printf("\naccuracy on %d test episodes (η chosen on %d dev episodes; ± = binomial standard error):\n\n", n_test, n_dev);
+    std::printf("  %-31s | %-24s | %-24s\n", "", "uncalibrated", "calibrated");
+    std::printf("  %-31s | %16.1f%%        | %16.1f%%\n  %-31s | %16.1f%%        | %16.1f%%\n", "zero-shot (eval example alone)", 100 * zero.before,
+                100 * zero.before_cal, "vanilla ICL (Multi, no update)", 100 * icl.before, 100 * icl.before_cal);
+    for (auto& l : lines) std::printf("%s\n", l.c_str());
+    write_summary(dir, cli, {{"subcommand", "fewshot"}, {"zero_shot", zero.before}, {"zero_shot_cal", zero.before_cal}, {"icl", icl.before},
+                             {"icl_cal", icl.before_cal}, {"reads_class", reads_class}, {"rows", jrows},
+                             {"aux", g.to_json()}});
+    std::printf("\nwrote %s/{table.csv, summary.json}\n", dir.c_str());
+    return 0;
+}
+
+// ---- eps --------------------------------------------------------------------------------------------------
+
+int cmd_eps(const Cli& cli) {
+    std::string dir = subcommand_run_dir(cli, "tint", "eps");
+    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    CheckSetup su(cli, seed, 3);
+    const GPTConfig& g = su.g;
+    GPT<double>& aux = su.aux;
+    GPT<float>& aux32 = su.aux32;
+    const TintConfig& c = su.c;
+    const TintInput& in = su.in;
+    const int T = in.T;
+    const double eta = 1e-2;
+    std::vector<double> p0(aux.s.params.ptr, aux.s.params.ptr + aux.s.ptable.total);
+    OracleOutput<double> B = oracle_b(aux, tint_batch(in, 0), eta, 1, 1, false);
+    // the exact gradient on TinT's trainable set of the top layer, except β1 (the attention approximation's)
+    std::vector<std::pair<size_t, size_t>> ranges;
+    for (auto& rg : tint_trainable(aux.s.ptable, g, 1))
+        if (rg.first != aux.s.ptable.offset("h." + std::to_string(g.L - 1) + ".ln1.b")) ranges.push_back(rg);
+    auto grad_err = [&](const auto& params) {
+        double n = 0, z = 0;
+        for (auto& rg : ranges)
+            for (size_t i = rg.first; i < rg.second; i++) {
+                const double gt = (p0[i] - (double)params[i]) / eta, gb = (p0[i] - B.params[i]) / eta;
+                n += (gt - gb) * (gt - gb);
+                z += gb * gb;
+            }
+        return std::sqrt(n / z);
+    };
+    // LayerNorm backward alone: (1/ε)(f(x + εg) − f(x)) vs J_fᵀ g, on N(0,1) inputs of width d, fp64 and fp32
+    auto ln_err = [&](double e, bool fp32) {
+        const int d = g.C, n = 64;
+        Rng rr(11);
+        double num = 0, den = 0;
+        for (int s = 0; s < n; s++) {
+            std::vector<double> x(d), gg(d), f(d), fs(d);
+            fill_normal(x.data(), d, rr);
+            fill_normal(gg.data(), d, rr);
+            auto norm = [&](const std::vector<double>& v, std::vector<double>& out) {
+                if (fp32) {
+                    std::vector<float> vf(v.begin(), v.end()), of(d), on(d, 1.0f), ze(d, 0.0f);
+                    float mean, rstd;
+                    layernorm_forward(of.data(), &mean, &rstd, vf.data(), on.data(), ze.data(), 1, d);
+                    out.assign(of.begin(), of.end());
+                } else {
+                    std::vector<double> on(d, 1.0), ze(d, 0.0);
+                    double mean, rstd;
+                    out.resize(d);
+                    layernorm_forward(out.data(), &mean, &rstd, v.data(), on.data(), ze.data(), 1, d);
+                }
+            };
+            std::vector<double> xs(d);
+            for (int i = 0; i < d; i++) xs[i] = fp32 ? (double)((float)x[i] + (float)e * (float)gg[i]) : x[i] + e * gg[i];
+            norm(x, f);
+            norm(xs, fs);
+            double m = 0, v = 0, gm = 0, gxm = 0;
+            for (int i = 0; i < d; i++) m += x[i] / d;
+            for (int i = 0; i < d; i++) v += (x[i] - m) * (x[i] - m) / d;
+            std::vector<double> xh(d);
+            for (int i = 0; i < d; i++) xh[i] = (x[i] - m) / std::sqrt(v + 1e-5);
+            for (int i = 0; i < d; i++) { gm += gg[i] / d; gxm += gg[i] * xh[i] / d; }
+            for (int i = 0; i < d; i++) {
+                const double ex = (gg[i] - gm - xh[i] * gxm) / std::sqrt(v + 1e-5);
+                const double ap = fp32 ? (double)((float)fs[i] - (float)f[i]) / (float)e : (fs[i] - f[i]) / e;
+                num += (ap - ex) * (ap - ex);
+                den += ex * ex;
+            }
+        }
+        return std::sqrt(num / den);
+    };
+    std::vector<double> E = {1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5};
+    std::vector<double> ln64, ln32, up64, up32;
+    std::FILE* csv = std::fopen((dir + "/eps.csv").c_str(), "w");
+    if (!csv) fail("cannot write " + dir + "/eps.csv");
+    std::fprintf(csv, "eps,ln_bwd_fp64,ln_bwd_fp32,k1_update_fp64,k1_update_fp32\n");
+    std::printf("tint eps: relative errors vs the finite-difference step ε (auxiliary %s model L=%d d=%d; k=1 update vs exact SGD on the\n"
+                "top layer's TinT-trainable tensors except β1)\n\n  %8s %14s %14s %16s %16s\n",
+                g.act.c_str(), g.L, g.C, "eps", "LN bwd fp64", "LN bwd fp32", "k=1 update fp64", "k=1 update fp32");
+    for (double e : E) {
+        TintConfig ce = c;
+        ce.eps = e;
+        ce.eta = eta;
+        ce.gate_scale = 20;
+        TintOutput<double> o = Tint<double>(ce).run(aux, in, 1, 1);
+        ce.gate_scale = 10;
+        TintOutput<float> o32 = Tint<float>(ce).run(aux32, in, 1, 1);
+        ln64.push_back(ln_err(e, false));
+        ln32.push_back(ln_err(e, true));
+        up64.push_back(grad_err(o.params[0]));
+        up32.push_back(grad_err(o32.params[0]));
+        std::printf("  %8.0e %14.3e %14.3e %16.3e %16.3e\n", e, ln64.back(), ln32.back(), up64.back(), up32.back());
+        std::fprintf(csv, "%g,%.4e,%.4e,%.4e,%.4e\n", e, ln64.back(), ln32.back(), up64.back(), up32.back());
+    }
+    std::fclose(csv);
+    LinePlot p;
+    p.title = "TinT: error of the finite-difference backward vs eps";
+    p.xlabel = "finite-difference step eps";
+    p.ylabel = "relative error";
+    p.logx = p.logy = true;
+    p.series.push_back({"LayerNorm backward, fp64", E, ln64, true});
+    p.series.push_back({"LayerNorm backward, fp32", E, ln32, true, true});
+    p.series.push_back({"k=1 update vs exact SGD, fp64", E, up64, true});
+    p.series.push_back({"k=1 update vs exact SGD, fp32", E, up32, true, true});
+    save_line_plot(dir + "/eps.png", p);
+    // attention hardness: scale W_Q by h; x = the measured 1 − (mean max attention weight); y = the gradient error of
+    // the simulated k = L update (ε -> 0) vs exact SGD, on every TinT-trainable tensor and on β of the top LN1
+    std::printf("\nerror vs attention hardness (W_Q scaled; k = L = %d, eps = 1e-6 so that only the attention approximation remains):\n\n", g.L);
+    std::printf("  %8s %14s %16s %16s\n", "W_Q x", "1 - max attn", "all trainable", "top-layer beta1");
+    std::FILE* csv2 = std::fopen((dir + "/hardness.csv").c_str(), "w");
+    std::fprintf(csv2, "wq_scale,one_minus_max_attn,err_all,err_beta1\n");
+    std::vector<double> hx, hy, hb;
+    for (double h : {1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0}) {
+        GPT<double> a(g, Device::cpu, seed);
+        std::vector<double> p = p0;
+        for (int l = 0; l < g.L; l++) {
+            const size_t o = a.s.ptable.offset("h." + std::to_string(l) + ".attn.qkv.w");
+            for (int i = 0; i < g.C * g.C; i++) p[o + i] *= h;
+        }
+        a.s.upload(a.s.params, 0, p.data(), p.size());
+        TintConfig ch = c;
+        ch.eps = 1e-6;
+        ch.eta = 1e-3;
+        ch.gate_scale = 20;
+        TintOutput<double> o = Tint<double>(ch).run(a, in, g.L, 1);
+        OracleOutput<double> Bh = oracle_b(a, tint_batch(in, 0), ch.eta, g.L, 1, false);
+        double n = 0, z = 0;
+        for (auto& rg : tint_trainable(a.s.ptable, g, g.L))
+            for (size_t i = rg.first; i < rg.second; i++) {
+                n += (o.params[0][i] - Bh.params[i]) * (o.params[0][i] - Bh.params[i]);
+                z += (p[i] - Bh.params[i]) * (p[i] - Bh.params[i]);
+            }
+        const size_t ob = a.s.ptable.offset("h." + std::to_string(g.L - 1) + ".ln1.b");
+        double nb = 0, zb = 0;
+        for (int i = 0; i < g.C; i++) {
+            nb += (o.params[0][ob + i] - Bh.params[ob + i]) * (o.params[0][ob + i] - Bh.params[ob + i]);
+            zb += (p[ob + i] - Bh.params[ob + i]) * (p[ob + i] - Bh.params[ob + i]);
+        }
+        a.forward(tint_batch(in, 0));
+        double soft = 0;
+        long cnt = 0;
+        for (int l = 0; l < g.L; l++) {
+            std::vector<double> att = a.s.fetch_act("h." + std::to_string(l) + ".att");
+            for (int hh = 0; hh < g.NH; hh++)
+                for (int t = 1; t < T; t++) {
+                    double mx = 0;
+                    for (int j = 0; j <= t; j++) mx = std::max(mx, att[((size_t)hh * T + t) * T + j]);
+                    soft += 1 - mx;
+                    cnt++;
+                }
+        }
+        hx.push_back(std::max(soft / cnt, 1e-17));
+        hy.push_back(std::sqrt(n / z));
+        hb.push_back(std::sqrt(nb / zb));
+        std::printf("  %8g %14.3e %16.3e %16.3e\n", h, hx.back(), hy.back(), hb.back());
+        std::fprintf(csv2, "%g,%.4e,%.4e,%.4e\n", h, hx.back(), hy.back(), hb.back());
+    }
+    std::fclose(csv2);
+    LinePlot q;
+    q.title = "TinT: update error vs attention hardness (W_Q scaled up)";
+    q.xlabel = "1 - mean max attention weight";
+    q.ylabel = "relative error vs exact SGD";
+    q.logx = q.logy = true;
+    q.series.push_back({"all trainable, k = L", hx, hy, true});
+    q.series.push_back({"top LN1 beta", hx, hb, true, true});
+    save_line_plot(dir + "/hardness.png", q);
+    write_summary(dir, cli, {{"subcommand", "eps"}, {"eps", E}, {"ln_fp64", ln64}, {"ln_fp32", ln32}, {"update_fp64", up64}, {"update_fp32", up32},
+                             {"hardness_x", hx}, {"hardness_err", hy}, {"hardness_beta1", hb}});
+    std::printf("\nwrote %s/{eps.csv, eps.png, hardness.csv, hardness.png, summary.json}\n", dir.c_str());
+    return 0;
+}
+
+}  // namespace icl::tint_cmd
