@@ -19,7 +19,7 @@
 #include "data/arith.h"
 #include "data/bpe.h"
 #include "data/mixture.h"
-#include "engine/analysis.h"
+#include "report/analysis.h"
 #include "engine/rng.h"
 #include "models/cgt/cgt.h"
 #include "models/cgt/cgt_eval.h"

@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "engine/common.h"
-#include "engine/plot.h"
+#include "report/plot.h"
 #include "file_util.h"
 #include "run_binary.h"
 

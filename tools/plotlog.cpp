@@ -15,7 +15,7 @@
 
 #include "engine/cli.h"
 #include "engine/common.h"
-#include "engine/plot.h"
+#include "report/plot.h"
 
 namespace {
 

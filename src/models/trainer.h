@@ -14,7 +14,7 @@
 
 #include "data/batch.h"
 #include "engine/common.h"
-#include "engine/plot.h"
+#include "report/plot.h"
 #include "engine/run.h"
 #include "layers/adamw.h"
 #include "models/state.h"

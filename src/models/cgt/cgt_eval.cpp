@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/analysis.h"
+#include "report/analysis.h"
 #include "engine/common.h"
 #include "engine/npy.h"
-#include "engine/plot.h"
+#include "report/plot.h"
 #include "engine/run.h"
 
 namespace icl {

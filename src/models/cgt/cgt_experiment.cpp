@@ -6,9 +6,9 @@
 #include <functional>
 #include <map>
 
-#include "engine/analysis.h"
+#include "report/analysis.h"
 #include "engine/common.h"
-#include "engine/plot.h"
+#include "report/plot.h"
 #include "engine/run.h"
 #include "models/attn_mod.h"
 

@@ -22,7 +22,7 @@
 
 #include "engine/cli.h"
 #include "engine/npy.h"
-#include "engine/plot.h"
+#include "report/plot.h"
 #include "engine/run.h"
 #include "layers/adamw.h"
 #include "models/attn_mod.h"

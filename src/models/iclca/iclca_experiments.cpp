@@ -22,7 +22,7 @@
 #include "data/text.h"
 #include "engine/checkpoint.h"
 #include "engine/cli.h"
-#include "engine/plot.h"
+#include "report/plot.h"
 #include "engine/run.h"
 #include "layers/dispatch.h"
 #include "models/gpt.h"

@@ -26,7 +26,7 @@
 #include "engine/cli.h"
 #include "engine/compare.h"
 #include "engine/npy.h"
-#include "engine/plot.h"
+#include "report/plot.h"
 #include "engine/run.h"
 #include "layers/layernorm.h"
 #include "models/gpt.h"

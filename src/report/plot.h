@@ -4,8 +4,9 @@
 //
 // Everything is drawn by hand into an RGB buffer: anti-aliased thick lines (a distance-to-segment
 // coverage mask per series), text from stb_easy_font's quads (rasterized here, scaled 2x, rotated for
-// the y label), and written with stb_image_write. Files are written to "<path>.tmp.png" and renamed,
-// so a reader never sees a half-written PNG.
+// the y label), encoded with stb_image_write and written by the one atomic writer (engine/fileio.h), so a reader
+// never sees a half-written PNG and a failed write keeps the previous one. Implementation: plot.cpp (line, scatter),
+// heatmap.cpp, csv.cpp, and the drawing machinery in draw.h.
 //
 // Bad input throws icl::Error with one line naming the problem: mismatched x/y lengths, no finite point
 // to plot, rows*cols != values.size(), an unwritable path, an image size outside 320x240..10000x10000.

@@ -1,5 +1,5 @@
 // analysis.cpp — see analysis.h.
-#include "engine/analysis.h"
+#include "report/analysis.h"
 
 #include <algorithm>
 #include <cmath>
