@@ -1,5 +1,6 @@
 // cgt.cpp — the Contextually Guided Transformer: registry, forward/backward (main + aux pass), regularizers,
-// VAE, inference modes, folding. See cgt.h and spec/cgt.md.
+// VAE, inference modes, folding. See cgt.h and spec/cgt.md;
+// the token-by-token streaming decode is in cgt_stream.cpp.
 #include "models/cgt/cgt.h"
 
 #include <omp.h>
@@ -117,7 +118,8 @@ CGT<real>::CGT(const CGTConfig& c, Device dev, uint64_t seed) : cfg(c), rng_(Rng
 }
 
 // The x stream's blocks: GPT blocks of width d_x; blocks ≥ ℓ put T^κ(u; y) between each LN and its projection.
-static BlockShape x_block_shape(const CGTConfig& c, int b) {
+BlockShape CGTConfig::x_block(int b) const {
+    const CGTConfig& c = *this;
     BlockShape k;
     k.C = c.dx;
     k.NH = c.NHx;
@@ -133,7 +135,8 @@ static BlockShape x_block_shape(const CGTConfig& c, int b) {
 }
 
 // The y stream's blocks (< ℓ): width d_y, the projections read [LN_x(x), LN_y(y)].
-static BlockShape y_block_shape(const CGTConfig& c) {
+BlockShape CGTConfig::y_block() const {
+    const CGTConfig& c = *this;
     BlockShape k;
     k.C = c.dy;
     k.NH = c.NHy;
@@ -147,7 +150,7 @@ static BlockShape y_block_shape(const CGTConfig& c) {
 template <typename real>
 BlockRun<real> CGT<real>::x_block_run(int b, int Bp, int Tp, const real* ygen, real* dygen) {
     BlockRun<real> r;
-    r.k = x_block_shape(cfg, b);
+    r.k = cfg.x_block(b);
     r.B = Bp;
     r.T = Tp;
     r.scratch = scratch_.ptr;
@@ -162,7 +165,7 @@ BlockRun<real> CGT<real>::x_block_run(int b, int Bp, int Tp, const real* ygen, r
 template <typename real>
 BlockRun<real> CGT<real>::y_block_run(const std::string& h, int Bp, int Tp) {
     BlockRun<real> r;
-    r.k = y_block_shape(cfg);
+    r.k = cfg.y_block();
     r.B = Bp;
     r.T = Tp;
     r.scratch = scratch_.ptr;
@@ -184,8 +187,8 @@ void CGT<real>::layout(int B_, int T_, int Ta_) {
         if (ystream) t.add(pre + "encoded_y", {Bl, Tl, dy}, "y⁰: token + position embedding, y slice", true);
         for (int b = 0; b < cfg.L; b++) {
             std::string h = pre + "h." + std::to_string(b) + ".";
-            block_activations(t, h, Bl, Tl, x_block_shape(cfg, b));
-            if (ystream && b < cfg.ell) block_activations(t, h + "y.", Bl, Tl, y_block_shape(cfg));
+            block_activations(t, h, Bl, Tl, cfg.x_block(b));
+            if (ystream && b < cfg.ell) block_activations(t, h + "y.", Bl, Tl, cfg.y_block());
             if (ystream && b == cfg.ell - 1) {
                 t.add(pre + "yl", {Bl, Tl, dy}, "y^ℓ: the context summary (y after block ℓ; VAE: μ)", true);
                 if (cfg.vae) {
@@ -720,164 +723,5 @@ CGTFlops CGT<real>::flops(int Bn, int Tn) const {
 
 template struct CGT<float>;
 template struct CGT<double>;
-
-// ------------------------------------------------------------------------------------------------------
-// streaming decode (CGTStream, see cgt.h): the blocks on one row, attention against the KV caches
-
-template <typename real>
-CGTStream<real>::CGTStream(CGT<real>& model) : m_(model) {
-    const CGTConfig& c = m_.cfg;
-    if (m_.s.dev != Device::cpu) fail("streaming decode runs on the CPU only (its per-token buffers live on the host): load the model with --device cpu");
-    if (c.mod.any()) fail("streaming decode: the attention modifications (--attn-mod) have no single-token path; use the parallel forward");
-    const size_t T = (size_t)c.maxT, W = (size_t)std::max(c.dx, c.dy), Wu = (size_t)c.dx + std::max(c.dy, 0);
-    auto site = [&](Site& s) {
-        s.ln.resize(W); s.mean.resize(1); s.rstd.resize(1); s.mix.resize(Wu);
-        s.c.resize(std::max(c.M, 1)); s.P.resize((size_t)std::max(c.M, 1) * std::max(c.r, 1)); s.z.resize(std::max(c.r, 1)); s.G.resize(s.P.size());
-    };
-    xcache_.assign(c.L, std::vector<real>(T * 3 * c.dx));
-    xs1_.resize(c.L); xs2_.resize(c.L);
-    for (int b = 0; b < c.L; b++) { site(xs1_[b]); site(xs2_[b]); }
-    if (c.has_y()) ycache_.assign(c.ell, std::vector<real>(T * 3 * c.dy));
-    site(ys1_); site(ys2_);
-    x_.resize(c.dx); y_.resize(std::max(c.dy, 1)); yuse_.assign(std::max(c.dy, 0), real(0)); lnf_.resize(c.dx); mean_.resize(1); rstd_.resize(1);
-    out_.resize(c.d_out > 0 ? c.d_out : c.V);
-    qkv_.resize(3 * W); atty_.resize(W); proj_.resize(W); fch_.resize(4 * W); fchg_.resize(4 * W);
-    att_.resize((size_t)std::max(c.NHx, c.NHy) * T);
-}
-
-template <typename real>
-void CGTStream<real>::reset() {
-    nx_ = ny_ = next_pos_ = 0;
-    src_ = YSource::dynamic;
-}
-
-template <typename real>
-void CGTStream<real>::set_ema(const std::vector<real>& y_init, double gamma) {
-    if (!m_.cfg.has_y()) fail("stream: this CGT has no y stream");
-    if (y_init.size() != (size_t)m_.cfg.dy) fail("stream: y_init must have d_y elements");
-    src_ = YSource::ema;
-    gamma_ = gamma;
-    ema_.assign(y_init.begin(), y_init.end());
-}
-
-template <typename real>
-void CGTStream<real>::set_fixed_y(const std::vector<real>& y) {
-    if (y.size() != (size_t)std::max(m_.cfg.dy, 0)) fail("stream: y must have d_y elements");
-    src_ = YSource::fixed;
-    yuse_ = y;
-}
-
-template <typename real>
-void CGTStream<real>::freeze(bool keep_context) {
-    if (!m_.cfg.has_y()) fail("stream: this CGT has no y stream");
-    if (ny_ == 0 || src_ == YSource::fixed) fail("stream: freeze needs at least one step with a computed y");
-    src_ = YSource::fixed;  // ỹ = yuse_ of the last token
-    if (!keep_context) nx_ = 0;
-}
-
-// u = LN(x) at site 1 (attention) or 2 (MLP), then the mix → what the projection reads (one row).
-template <typename real>
-void CGTStream<real>::site_step(const std::string& p, const BlockShape& k, int site, const real* x, const real* y, const real* ux, Site& st) {
-    const Device dev = Device::cpu;
-    auto P = [&](const std::string& n) { return m_.s.param(p + n); };
-    const std::string ln = site == 1 ? "ln1." : "ln2.";
-    op::layernorm_forward(dev, st.ln.data(), st.mean.data(), st.rstd.data(), x, P(ln + "w"), P(ln + "b"), 1, k.C);
-    if (k.mix == MixKind::generator) {
-        const std::string g = site == 1 ? "gen.att." : "gen.mlp.";
-        op::generator_forward(dev, st.mix.data(), st.c.data(), st.P.data(), st.z.data(), st.G.data(), st.ln.data(), y, P(g + "S"), P(g + "L"),
-                              P(g + "R"), 1, k.C, k.Dy, k.M, k.r, k.h);
-    } else if (k.mix == MixKind::concat) {
-        op::concat_forward(dev, st.mix.data(), ux, st.ln.data(), 1, k.Cx, k.C);
-    } else {
-        std::copy_n(st.ln.data(), k.C, st.mix.data());
-    }
-}
-
-// block_forward (models/block.cpp) on the token's row x (C), in place; its [q|k|v] row goes to cache row n−1.
-template <typename real>
-void CGTStream<real>::block_step(const std::string& p, const BlockShape& k, real* x, real* cache, int n, const real* y, const real* ux1,
-                                 const real* ux2, Site& s1, Site& s2) {
-    const Device dev = Device::cpu;
-    const int C = k.C, Cu = k.in_width();
-    auto P = [&](const std::string& nm) { return m_.s.param(p + nm); };
-    // x_mid = x + attn(mix(LN1(x)))·Woᵀ + bo      (the query row attends to cache rows 0..n−1)
-    site_step(p, k, 1, x, y, ux1, s1);
-    real* row = cache + (size_t)(n - 1) * 3 * C;
-    op::matmul_forward(dev, row, s1.mix.data(), P("attn.qkv.w"), P("attn.qkv.b"), 1, Cu, 3 * C);
-    op::kv_attention_step(dev, atty_.data(), att_.data(), cache, n, C, k.NH);
-    op::matmul_forward(dev, proj_.data(), atty_.data(), P("attn.proj.w"), P("attn.proj.b"), 1, C, C);
-    op::residual_forward(dev, x, x, proj_.data(), (int64_t)C);
-    // x_out = x_mid + GELU(mix(LN2(x_mid))·W1ᵀ + b1)·W2ᵀ + b2
-    site_step(p, k, 2, x, y, ux2, s2);
-    op::matmul_forward(dev, fch_.data(), s2.mix.data(), P("mlp.fc.w"), P("mlp.fc.b"), 1, Cu, 4 * C);
-    op::gelu_forward(dev, fchg_.data(), fch_.data(), (int64_t)4 * C);
-    op::matmul_forward(dev, proj_.data(), fchg_.data(), P("mlp.proj.w"), P("mlp.proj.b"), 1, 4 * C, C);
-    op::residual_forward(dev, x, x, proj_.data(), (int64_t)C);
-}
-
-template <typename real>
-const real* CGTStream<real>::step(int token, int pos) {
-    if (m_.cfg.d_in > 0) fail("stream: this CGT takes vector inputs (step_vector)");
-    if (token < 0 || token >= m_.cfg.V) fail(strfmt("token id %d outside the vocabulary [0, %d)", token, m_.cfg.V));
-    return run(&token, nullptr, pos);
-}
-
-template <typename real>
-const real* CGTStream<real>::step_vector(const real* v, int pos) {
-    if (m_.cfg.d_in == 0) fail("stream: this CGT takes tokens (step)");
-    return run(nullptr, v, pos);
-}
-
-// x_pass_forward + head_forward (above) for one token, with the caches as the attention context.
-template <typename real>
-const real* CGTStream<real>::run(const int* token, const real* v, int pos) {
-    const CGTConfig& c = m_.cfg;
-    const Device dev = Device::cpu;
-    ModelState<real>& s = m_.s;
-    if (pos < 0) pos = next_pos_;
-    if (pos >= c.maxT) fail(strfmt("stream: position %d exceeds the model's max-T %d", pos, c.maxT));
-    if (nx_ >= c.maxT) fail("stream: the KV cache is full (max-T tokens in context)");
-    const bool ystream = c.has_y() && src_ != YSource::fixed;
-    // encoded = wte[token] + wpe[pos]  (x and y slices)
-    if (c.d_in > 0) op::vector_embed_forward(dev, x_.data(), v, &pos, s.param("wpe"), 1, 1, c.dx, c.d_in, c.maxT);
-    else op::encoder_forward(dev, x_.data(), token, &pos, s.param("wte"), s.param("wpe"), 1, 1, c.dx, c.V, c.maxT);
-    if (ystream) {
-        if (c.d_in > 0) op::vector_embed_forward(dev, y_.data(), v, &pos, s.param("wpe_y"), 1, 1, c.dy, 0, c.maxT);
-        else op::encoder_forward(dev, y_.data(), token, &pos, s.param("wte_y"), s.param("wpe_y"), 1, 1, c.dy, c.V, c.maxT);
-        ny_++;
-    }
-    nx_++;
-    for (int b = 0; b < c.L; b++) {
-        const std::string ph = "h." + std::to_string(b) + ".";
-        // x = x + Attn(T^att(LN1(x); y)) ;  x = x + MLP(T^mlp(LN2(x); y))   (no T^κ in blocks < ℓ)
-        block_step(ph, x_block_shape(c, b), x_.data(), xcache_[b].data(), nx_, c.modulated(b) ? yuse_.data() : nullptr, nullptr, nullptr,
-                   xs1_[b], xs2_[b]);
-        if (ystream && b < c.ell) {
-            // y = y + Attn_y([LN1x(x), LN1y(y)]) ;  y = y + MLP_y([LN2x(x), LN2y(y)])
-            block_step(ph + "y.", y_block_shape(c), y_.data(), ycache_[b].data(), ny_, nullptr, xs1_[b].ln.data(), xs2_[b].ln.data(), ys1_,
-                       ys2_);
-            if (b == c.ell - 1) {
-                // y^ℓ; eval VAE: y_used = μ = y^ℓ.  EMA: u_t = (1−γ) u_{t−1} + γ y^ℓ_t (in double, as ema_outputs)
-                if (src_ == YSource::ema) {
-                    for (int i = 0; i < c.dy; i++) {
-                        ema_[i] = (1 - gamma_) * ema_[i] + gamma_ * (double)y_[i];
-                        yuse_[i] = (real)ema_[i];
-                    }
-                } else {
-                    std::copy_n(y_.data(), c.dy, yuse_.data());
-                }
-            }
-        }
-    }
-    op::layernorm_forward(dev, lnf_.data(), mean_.data(), rstd_.data(), x_.data(), s.param("lnf.w"), s.param("lnf.b"), 1, c.dx);
-    if (c.d_out > 0) op::matmul_forward(dev, out_.data(), lnf_.data(), s.param("head.w"), s.param("head.b"), 1, c.dx, c.d_out);
-    else op::matmul_forward(dev, out_.data(), lnf_.data(), s.param("wte"), (const real*)nullptr, 1, c.dx, c.V);
-    next_pos_ = pos + 1;
-    return out_.data();
-}
-
-template struct CGTStream<float>;
-template struct CGTStream<double>;
-
 
 }  // namespace icl

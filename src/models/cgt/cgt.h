@@ -52,6 +52,8 @@ struct CGTConfig {
     bool has_y() const { return ell > 0 && dy > 0; }
     bool modulated(int b) const { return has_y() && b >= ell; }  // 0-indexed block b
     GPTConfig x_config() const;  // the x-only GPT (same x weights; the folding target)
+    BlockShape x_block(int b) const;  // x block b: a GPT block of width d_x; blocks >= ℓ put T^κ(u; y) after each LN
+    BlockShape y_block() const;       // y blocks (< ℓ): width d_y, the projections read [LN_x(x), LN_y(y)]
     nlohmann::json to_json() const;
     static CGTConfig from_json(const nlohmann::json& j);
     void validate() const;
