@@ -10,6 +10,7 @@
 #include "layers/dispatch.h"
 #include "models/attn_mod.h"
 #include "models/block.h"
+#include "models/lm_io.h"
 
 namespace icl {
 
@@ -70,20 +71,11 @@ static BlockShape block_shape(const GPTConfig& c) {
 
 TensorTable gpt_parameters(const GPTConfig& c) {
     TensorTable t;
-    const float s = 0.02f;
-    auto W = [&](std::string n, Shape sh, float std, std::string doc) { t.add({n, sh, Init::normal, std, doc, true}); };
-    auto Z = [&](std::string n, Shape sh, std::string doc) { t.add({n, sh, Init::zeros, 0, doc, false}); };
-    auto O = [&](std::string n, Shape sh, std::string doc) { t.add({n, sh, Init::ones, 0, doc, false}); };
     const int64_t C = c.C;
-    if (c.d_in == 0) W("wte", {c.V, C}, s, "token embedding (V,C); also the tied LM head");
+    if (c.d_in == 0) t.add({"wte", {c.V, C}, Init::normal, 0.02f, "token embedding (V,C); also the tied LM head", true});
     t.add({"wpe", {c.maxT, C}, Init::normal, 0.01f, "position embedding (maxT,C)", false});
     for (int l = 0; l < c.L; l++) block_parameters(t, "h." + std::to_string(l) + ".", block_shape(c), c.L);
-    O("lnf.w", {C}, "final layer-norm gain");
-    Z("lnf.b", {C}, "final layer-norm bias");
-    if (c.d_out > 0) {
-        W("head.w", {c.d_out, C}, s, "vector read-out head (D_out,C)");
-        Z("head.b", {c.d_out}, "vector read-out bias");
-    }
+    lm_head_parameters(t, c.C, c.d_out);  // lnf.w, lnf.b (+ head.w, head.b)
     return t;
 }
 
@@ -100,6 +92,18 @@ GPT<real>::GPT(const GPTConfig& c, Device dev, uint64_t seed) : cfg(c) {
     s.alloc_params();
     s.init_params(seed);
     seed_ = seed;
+    head_.spec = HeadSpec{cfg.C, cfg.V, cfg.d_out};
+}
+
+template <typename real>
+BatchSpec GPT<real>::batch_spec() const {
+    BatchSpec b;
+    b.V = cfg.d_in > 0 ? 0 : cfg.V;
+    b.D = cfg.d_in;
+    b.Dout = cfg.d_out;
+    b.max_T = cfg.maxT;
+    b.model = "GPT";
+    return b;
 }
 
 template <typename real>
@@ -124,16 +128,7 @@ void GPT<real>::layout(int B_, int T_) {
     ActTable t;
     t.add("encoded", {Bl, Tl, C}, "token + position embedding", true);
     for (int l = 0; l < cfg.L; l++) block_activations(t, "h." + std::to_string(l) + ".", Bl, Tl, block_shape(cfg));
-    t.add("lnf", {Bl, Tl, C}, "final LN", true);
-    t.add("lnf.mean", {Bl, Tl}, "final LN mean", false);
-    t.add("lnf.rstd", {Bl, Tl}, "final LN 1/std", false);
-    if (cfg.d_out > 0) {
-        t.add("pred", {Bl, Tl, cfg.d_out}, "vector predictions", true);
-    } else {
-        t.add("logits", {Bl, Tl, cfg.V}, "logits", true);
-        t.add("probs", {Bl, Tl, cfg.V}, "softmax(logits)", false);
-    }
-    t.add("losses", {Bl, Tl}, "per-position loss", false);
+    lm_head_activations(t, "", Bl, Tl, head_.spec);
     s.atable = std::move(t.acts);
     s.gtable = std::move(t.grads);
     s.alloc_acts();
@@ -143,35 +138,16 @@ void GPT<real>::layout(int B_, int T_) {
 
 template <typename real>
 double GPT<real>::forward(const Batch& bt) {
-    if (bt.T > cfg.maxT) fail(strfmt("sequence length %d exceeds the model's max-T %d", bt.T, cfg.maxT));
-    if (bt.vector_input() != (cfg.d_in > 0))
-        fail(cfg.d_in > 0 ? "this GPT takes vector inputs, the batch has tokens" : "this GPT takes tokens, the batch has vectors");
-    if (bt.vector_input() && bt.D != cfg.d_in) fail(strfmt("batch vectors have width %d, the model expects %d", bt.D, cfg.d_in));
+    in_.upload(s.dev, bt, batch_spec());  // the batch contract (data/batch.h), then the device copies
     layout(bt.B, bt.T);
     forwards_++;
     const Device dev = s.dev;
-    const int N = B * T, C = cfg.C;
-    const size_t nBT = (size_t)N;
-    // inputs to the device
-    has_pos_ = !bt.pos.empty();
-    if (has_pos_) {
-        for (int p : bt.pos) if (p < 0 || p >= cfg.maxT) fail(strfmt("position %d outside [0, %d)", p, cfg.maxT));
-        if (d_pos_.n < nBT) d_pos_ = Buffer<int>(dev, nBT);
-        device_copy(dev, d_pos_.ptr, bt.pos.data(), nBT * sizeof(int), Copy::host_to_device);
-    }
-    const int* pos = has_pos_ ? d_pos_.ptr : nullptr;
+    const int C = cfg.C;
+    const int* pos = in_.pos_ptr();
+    // encoded = wte[tokens] + wpe[pos]   (or zero-padded vectors + wpe[pos])
     real* x = s.act("encoded");
-    if (cfg.d_in > 0) {
-        std::vector<real> v(bt.vectors.begin(), bt.vectors.end());
-        if (d_vectors_.n < v.size()) d_vectors_ = Buffer<real>(dev, v.size());
-        s.upload(d_vectors_, 0, v.data(), v.size());
-        op::vector_embed_forward(dev, x, d_vectors_.ptr, pos, s.param("wpe"), B, T, C, cfg.d_in, cfg.maxT);
-    } else {
-        for (int t : bt.tokens) if (t < 0 || t >= cfg.V) fail(strfmt("token id %d outside the vocabulary [0, %d)", t, cfg.V));
-        if (d_tokens_.n < nBT) d_tokens_ = Buffer<int>(dev, nBT);
-        device_copy(dev, d_tokens_.ptr, bt.tokens.data(), nBT * sizeof(int), Copy::host_to_device);
-        op::encoder_forward(dev, x, d_tokens_.ptr, pos, s.param("wte"), s.param("wpe"), B, T, C, cfg.V, cfg.maxT);
-    }
+    if (cfg.d_in > 0) op::vector_embed_forward(dev, x, in_.vectors.ptr, pos, s.param("wpe"), B, T, C, cfg.d_in, cfg.maxT);
+    else op::encoder_forward(dev, x, in_.tokens.ptr, pos, s.param("wte"), s.param("wpe"), B, T, C, cfg.V, cfg.maxT);
     // the blocks
     const BlockRun<real> run = block_run();
     for (int l = 0; l < cfg.L; l++) {
@@ -179,60 +155,18 @@ double GPT<real>::forward(const Batch& bt) {
         // x = x + attn(LN1(x)) ;  x = x + mlp(LN2(x))
         x = block_forward(s, h, h, x, run);
     }
-    op::layernorm_forward(dev, s.act("lnf"), s.act("lnf.mean"), s.act("lnf.rstd"), x, s.param("lnf.w"), s.param("lnf.b"), N, C);
-    // the head and the loss
-    bool has_targets = cfg.d_out > 0 ? !bt.target_vecs.empty() : !bt.targets.empty();
-    if (cfg.d_out > 0) {
-        op::matmul_forward(dev, s.act("pred"), s.act("lnf"), s.param("head.w"), s.param("head.b"), N, C, cfg.d_out);
-        if (has_targets) {
-            if (bt.Dout != cfg.d_out) fail(strfmt("batch targets have width %d, the model predicts %d", bt.Dout, cfg.d_out));
-            std::vector<real> tv(bt.target_vecs.begin(), bt.target_vecs.end());
-            if (d_target_vecs_.n < tv.size()) d_target_vecs_ = Buffer<real>(dev, tv.size());
-            s.upload(d_target_vecs_, 0, tv.data(), tv.size());
-            op::mse_forward(dev, s.act("losses"), s.act("pred"), d_target_vecs_.ptr, N, cfg.d_out);
-        }
-    } else {
-        op::matmul_forward(dev, s.act("logits"), s.act("lnf"), s.param("wte"), (const real*)nullptr, N, C, cfg.V);
-        if (has_targets) {
-            for (int t : bt.targets) if (t < 0 || t >= cfg.V) fail(strfmt("target id %d outside the vocabulary [0, %d)", t, cfg.V));
-            if (d_targets_.n < nBT) d_targets_ = Buffer<int>(dev, nBT);
-            device_copy(dev, d_targets_.ptr, bt.targets.data(), nBT * sizeof(int), Copy::host_to_device);
-            op::crossentropy_forward(dev, s.act("losses"), s.act("probs"), s.act("logits"), d_targets_.ptr, N, cfg.V);
-        }
-    }
-    if (!has_targets) { dloss_host_.clear(); return NAN; }
-    // masked mean on the host (B·T numbers); backward starts from dloss = mask / Σ mask
-    std::vector<real> losses = s.fetch_act("losses");
-    double wsum = 0, lsum = 0;
-    for (size_t i = 0; i < nBT; i++) { wsum += bt.mask[i]; lsum += (double)bt.mask[i] * (double)losses[i]; }
-    if (wsum <= 0) fail("batch mask is all zero: no position is scored");
-    dloss_host_.resize(nBT);
-    for (size_t i = 0; i < nBT; i++) dloss_host_[i] = (real)(bt.mask[i] / wsum);
-    return lsum / wsum;
+    // lnf = LN_f(x); logits = lnf·wteᵀ | pred = lnf·Wheadᵀ + b; the masked mean loss (models/lm_io.h)
+    return head_.forward(s, x, in_);
 }
 
 template <typename real>
 void GPT<real>::backward() {
-    if (dloss_host_.empty()) fail("backward() needs a forward() with targets first");
+    if (!head_.ready()) fail("backward() needs a forward() with targets first");
     const Device dev = s.dev;
-    const int N = B * T, C = cfg.C;
+    const int C = cfg.C;
     s.zero_grad();
-    if (d_dloss_.n < (size_t)N) d_dloss_ = Buffer<real>(dev, N);
-    s.upload(d_dloss_, 0, dloss_host_.data(), N);
-    // loss = Σ dloss·losses ; the head
-    if (cfg.d_out > 0) {
-        op::mse_backward(dev, s.dact("pred"), d_dloss_.ptr, s.act("pred"), d_target_vecs_.ptr, N, cfg.d_out);
-        // pred = lnf·Wheadᵀ + b
-        op::matmul_backward(dev, s.dact("lnf"), s.grad("head.w"), s.grad("head.b"), s.dact("pred"), s.act("lnf"), s.param("head.w"), N, C, cfg.d_out);
-    } else {
-        op::crossentropy_backward(dev, s.dact("logits"), d_dloss_.ptr, s.act("probs"), d_targets_.ptr, N, cfg.V);
-        // logits = lnf·wteᵀ  (tied head: wte gets this gradient and the embedding's)
-        op::matmul_backward(dev, s.dact("lnf"), s.grad("wte"), (real*)nullptr, s.dact("logits"), s.act("lnf"), s.param("wte"), N, C, cfg.V);
-    }
-    std::string last = cfg.L > 0 ? "h." + std::to_string(cfg.L - 1) + ".res3" : "encoded";
-    // lnf = LN_f(x_L)
-    op::layernorm_backward(dev, s.dact(last), s.grad("lnf.w"), s.grad("lnf.b"), s.dact("lnf"), s.act(last), s.param("lnf.w"),
-                           s.act("lnf.mean"), s.act("lnf.rstd"), N, C);
+    // the loss, the head and LN_f, into d(x_L)
+    head_.backward(s, cfg.L > 0 ? "h." + std::to_string(cfg.L - 1) + ".res3" : "encoded", in_);
     const BlockRun<real> run = block_run();
     for (int l = cfg.L - 1; l >= 0; l--) {
         const std::string h = "h." + std::to_string(l) + ".";
@@ -240,15 +174,14 @@ void GPT<real>::backward() {
         // x = x + attn(LN1(x)) ;  x = x + mlp(LN2(x))
         block_backward(s, h, h, s.act(in), s.dact(in), run);
     }
-    const int* pos = has_pos_ ? d_pos_.ptr : nullptr;
     // encoded = wte[tokens] + wpe[pos]   (or zero-padded vectors + wpe[pos])
-    if (cfg.d_in > 0) op::vector_embed_backward(dev, s.grad("wpe"), s.dact("encoded"), pos, B, T, C, cfg.maxT);
-    else op::encoder_backward(dev, s.grad("wte"), s.grad("wpe"), s.dact("encoded"), d_tokens_.ptr, pos, B, T, C, cfg.V, cfg.maxT);
+    if (cfg.d_in > 0) op::vector_embed_backward(dev, s.grad("wpe"), s.dact("encoded"), in_.pos_ptr(), B, T, C, cfg.maxT);
+    else op::encoder_backward(dev, s.grad("wte"), s.grad("wpe"), s.dact("encoded"), in_.tokens.ptr, in_.pos_ptr(), B, T, C, cfg.V, cfg.maxT);
 }
 
 template <typename real>
 std::vector<real> GPT<real>::outputs() {
-    return s.fetch_act(cfg.d_out > 0 ? "pred" : "logits");
+    return head_.outputs(s);
 }
 
 template <typename real>

@@ -17,6 +17,7 @@
 #include "data/batch.h"
 #include "engine/rng.h"
 #include "models/block.h"
+#include "models/lm_io.h"
 #include "models/state.h"
 
 namespace icl {
@@ -58,13 +59,14 @@ struct GPT {
     // Sample `n` tokens after `prompt` (token models only); temperature 0 = argmax.
     std::vector<int> sample(const std::vector<int>& prompt, int n, double temperature, Rng& rng);
 
+    BatchSpec batch_spec() const;   // what forward accepts (data/batch.h)
+
 private:
     void layout(int B, int T);      // the activation table for (B,T)
     BlockRun<real> block_run();     // every block's shape and buffers for the current (B,T)
-    Buffer<int> d_tokens_, d_targets_, d_pos_;
-    Buffer<real> d_vectors_, d_target_vecs_, d_dloss_, scratch_;
-    std::vector<real> dloss_host_;
-    bool has_pos_ = false;
+    DeviceBatch<real> in_;          // the last forward's batch on the device (models/lm_io.h)
+    LMHead<real> head_;             // LN_f, tied or vector head, masked-mean loss
+    Buffer<real> scratch_;
     uint64_t seed_ = 0, forwards_ = 0;  // attention mods, random neighbours: a fresh draw per forward
 };
 

@@ -12,6 +12,7 @@
 #include "layers/dispatch.h"
 #include "models/attn_mod.h"
 #include "models/block.h"
+#include "models/lm_io.h"
 
 namespace icl {
 
@@ -115,6 +116,8 @@ CGT<real>::CGT(const CGTConfig& c, Device dev, uint64_t seed) : cfg(c), rng_(Rng
     s.alloc_params();
     s.init_params(seed);
     seed_ = seed;
+    head_.spec = ahead_.spec = HeadSpec{cfg.dx, cfg.V, cfg.d_out};
+    ahead_.pre = "aux.";
 }
 
 // The x stream's blocks: GPT blocks of width d_x; blocks ≥ ℓ put T^κ(u; y) between each LN and its projection.
@@ -200,16 +203,7 @@ void CGT<real>::layout(int B_, int T_, int Ta_) {
         }
         if (!ystream && cfg.has_y() && cfg.L > cfg.ell)
             t.add(pre + "ytilde", {Bl, Tl, dy}, "frozen y each position's generators read (aux: ỹ_b = y^ℓ[b, s_b−1])", true);
-        t.add(pre + "lnf", {Bl, Tl, dx}, "final LN", true);
-        t.add(pre + "lnf.mean", {Bl, Tl}, "final LN mean", false);
-        t.add(pre + "lnf.rstd", {Bl, Tl}, "final LN 1/std", false);
-        if (cfg.d_out > 0) {
-            t.add(pre + "pred", {Bl, Tl, cfg.d_out}, "vector predictions", true);
-        } else {
-            t.add(pre + "logits", {Bl, Tl, cfg.V}, "logits", true);
-            t.add(pre + "probs", {Bl, Tl, cfg.V}, "softmax(logits)", false);
-        }
-        t.add(pre + "losses", {Bl, Tl}, "per-position loss", false);
+        lm_head_activations(t, pre, Bl, Tl, head_.spec);
     };
     if (T > 0) pass("", T, cfg.has_y());
     if (Ta > 0) pass("aux.", Ta, false);
@@ -226,39 +220,14 @@ void CGT<real>::layout(int B_, int T_, int Ta_) {
 }
 
 template <typename real>
-void CGT<real>::upload_inputs(const Batch& bt, Buffer<int>& tok, Buffer<real>& vec, Buffer<int>& pos, Buffer<int>& tgt, Buffer<real>& tvec) {
-    const Device dev = s.dev;
-    const size_t nBT = (size_t)bt.B * bt.T;
-    if (!bt.pos.empty()) {
-        for (int p : bt.pos) if (p < 0 || p >= cfg.maxT) fail(strfmt("position %d outside [0, %d)", p, cfg.maxT));
-        if (pos.n < nBT) pos = Buffer<int>(dev, nBT);
-        device_copy(dev, pos.ptr, bt.pos.data(), nBT * sizeof(int), Copy::host_to_device);
-    }
-    if (cfg.d_in > 0) {
-        std::vector<real> v(bt.vectors.begin(), bt.vectors.end());
-        if (vec.n < v.size()) vec = Buffer<real>(dev, v.size());
-        s.upload(vec, 0, v.data(), v.size());
-        if (!bt.target_vecs.empty()) {
-            std::vector<real> tv(bt.target_vecs.begin(), bt.target_vecs.end());
-            if (tvec.n < tv.size()) tvec = Buffer<real>(dev, tv.size());
-            s.upload(tvec, 0, tv.data(), tv.size());
-        }
-    } else {
-        for (int t : bt.tokens) if (t < 0 || t >= cfg.V) fail(strfmt("token id %d outside the vocabulary [0, %d)", t, cfg.V));
-        if (tok.n < nBT) tok = Buffer<int>(dev, nBT);
-        device_copy(dev, tok.ptr, bt.tokens.data(), nBT * sizeof(int), Copy::host_to_device);
-    }
-    if (cfg.d_out > 0) {
-        if (!bt.target_vecs.empty() && cfg.d_in == 0) {
-            std::vector<real> tv(bt.target_vecs.begin(), bt.target_vecs.end());
-            if (tvec.n < tv.size()) tvec = Buffer<real>(dev, tv.size());
-            s.upload(tvec, 0, tv.data(), tv.size());
-        }
-    } else if (!bt.targets.empty()) {
-        for (int t : bt.targets) if (t >= cfg.V) fail(strfmt("target id %d outside the vocabulary [0, %d)", t, cfg.V));
-        if (tgt.n < nBT) tgt = Buffer<int>(dev, nBT);
-        device_copy(dev, tgt.ptr, bt.targets.data(), nBT * sizeof(int), Copy::host_to_device);
-    }
+BatchSpec CGT<real>::batch_spec() const {
+    BatchSpec b;
+    b.V = cfg.d_in > 0 ? 0 : cfg.V;
+    b.D = cfg.d_in;
+    b.Dout = cfg.d_out;
+    b.max_T = cfg.maxT;
+    b.model = "CGT";
+    return b;
 }
 
 // One pass of the model over (Bp,Tp) rows with activation prefix `pre`. with_y_stream: the dual blocks also run
@@ -310,56 +279,16 @@ real* CGT<real>::x_pass_forward(const std::string& pre, int Bp, int Tp, const in
             }
         }
     }
-    op::layernorm_forward(dev, s.act(pre + "lnf"), s.act(pre + "lnf.mean"), s.act(pre + "lnf.rstd"), x, s.param("lnf.w"), s.param("lnf.b"), N, dx);
-    return s.act(pre + "lnf");
+    return x;  // x_L; the head (LN_f, logits or predictions, loss) is models/lm_io.h's LMHead
 }
 
-template <typename real>
-void CGT<real>::head_forward(const std::string& pre, int N, real* xf) {
-    if (cfg.d_out > 0) op::matmul_forward(s.dev, s.act(pre + "pred"), xf, s.param("head.w"), s.param("head.b"), N, cfg.dx, cfg.d_out);
-    else op::matmul_forward(s.dev, s.act(pre + "logits"), xf, s.param("wte"), (const real*)nullptr, N, cfg.dx, cfg.V);
-}
-
-// Per-row losses, their masked mean, and dloss_host = weight·mask/Σmask (Σmask = 0: loss 0, no gradient).
-template <typename real>
-double CGT<real>::head_loss(const std::string& pre, int N, const int* targets, const real* target_vecs, const std::vector<float>& mask,
-                            std::vector<real>& dloss_host, double weight) {
-    if (cfg.d_out > 0) op::mse_forward(s.dev, s.act(pre + "losses"), s.act(pre + "pred"), target_vecs, N, cfg.d_out);
-    else op::crossentropy_forward(s.dev, s.act(pre + "losses"), s.act(pre + "probs"), s.act(pre + "logits"), targets, N, cfg.V);
-    std::vector<real> losses = s.fetch_act(pre + "losses");
-    double wsum = 0, lsum = 0;
-    for (int i = 0; i < N; i++) { wsum += mask[i]; lsum += (double)mask[i] * (double)losses[i]; }
-    dloss_host.assign(N, real(0));
-    if (wsum <= 0) return 0.0;
-    for (int i = 0; i < N; i++) dloss_host[i] = (real)(weight * mask[i] / wsum);
-    return lsum / wsum;
-}
-
-template <typename real>
-void CGT<real>::head_backward(const std::string& pre, int N, const real* dloss, const real* target_vecs, const int* targets) {
-    const Device dev = s.dev;
-    if (cfg.d_out > 0) {
-        op::mse_backward(dev, s.dact(pre + "pred"), dloss, s.act(pre + "pred"), target_vecs, N, cfg.d_out);
-        op::matmul_backward(dev, s.dact(pre + "lnf"), s.grad("head.w"), s.grad("head.b"), s.dact(pre + "pred"), s.act(pre + "lnf"),
-                            s.param("head.w"), N, cfg.dx, cfg.d_out);
-    } else {
-        op::crossentropy_backward(dev, s.dact(pre + "logits"), dloss, s.act(pre + "probs"), targets, N, cfg.V);
-        op::matmul_backward(dev, s.dact(pre + "lnf"), s.grad("wte"), (real*)nullptr, s.dact(pre + "logits"), s.act(pre + "lnf"),
-                            s.param("wte"), N, cfg.dx, cfg.V);
-    }
-}
-
-// Backward of x_pass_forward from d(pre+"lnf"). dygen (B,Tp,d_y) receives the generators' dy (x-only passes);
+// Backward of x_pass_forward from d(x_L) (the head's backward wrote it). dygen (B,Tp,d_y) receives the generators' dy (x-only passes);
 // with the y stream, the generators' dy goes into d(y_used) and on through the VAE/regularizers and the y stream.
 template <typename real>
 void CGT<real>::x_pass_backward(const std::string& pre, int Bp, int Tp, const int* tokens, const int* pos, const real* ygen, real* dygen,
                                 bool with_y_stream) {
     const Device dev = s.dev;
     const int N = Bp * Tp, dx = cfg.dx, dy = cfg.dy;
-    const std::string last = pre + "h." + std::to_string(cfg.L - 1) + ".res3";
-    // lnf = LN_f(x_L)
-    op::layernorm_backward(dev, s.dact(last), s.grad("lnf.w"), s.grad("lnf.b"), s.dact(pre + "lnf"), s.act(last), s.param("lnf.w"),
-                           s.act(pre + "lnf.mean"), s.act(pre + "lnf.rstd"), N, dx);
     if (with_y_stream) {
         ygen = s.act(pre + (cfg.vae ? "y_used" : "yl"));
         dygen = s.dact(pre + (cfg.vae ? "y_used" : "yl"));
@@ -425,14 +354,10 @@ static Batch slice_batch(const Batch& bt, const std::vector<int>& p, int Ta) {
 
 template <typename real>
 double CGT<real>::forward(const Batch& bt) {
-    if (bt.T > cfg.maxT) fail(strfmt("sequence length %d exceeds the model's max-T %d", bt.T, cfg.maxT));
-    if (bt.vector_input() != (cfg.d_in > 0)) fail(cfg.d_in > 0 ? "this CGT takes vector inputs" : "this CGT takes tokens");
-    if (bt.vector_input() && bt.D != cfg.d_in) fail(strfmt("batch vectors have width %d, the model expects %d", bt.D, cfg.d_in));
     const Device dev = s.dev;
-    has_targets_ = cfg.d_out > 0 ? !bt.target_vecs.empty() : !bt.targets.empty();
-    if (has_targets_ && bt.mask.size() != (size_t)bt.B * bt.T) fail("batch mask has the wrong size");
+    in_.upload(dev, bt, batch_spec());  // the batch contract (data/batch.h), then the device copies
     // aux positions p_b (0-indexed first remainder input; spec's s = p_b + 1)
-    has_aux_ = has_targets_ && cfg.has_y() && loss.eta < 1.0;
+    has_aux_ = in_.has_targets && cfg.has_y() && loss.eta < 1.0;
     int Ta_new = 0;
     if (has_aux_) {
         const int hi = loss.horizon > 0 ? bt.T - loss.horizon : bt.T - 1;
@@ -450,10 +375,6 @@ double CGT<real>::forward(const Batch& bt) {
     }
     layout(bt.B, bt.T, Ta_new);
     if (!hold_random) forwards_++;  // a fresh random-neighbour draw (attention mods), held like the aux positions
-    const int N = B * T;
-    upload_inputs(bt, d_tokens_, d_vectors_, d_pos_, d_targets_, d_tvecs_);
-    has_pos_ = !bt.pos.empty();
-    const int* pos = has_pos_ ? d_pos_.ptr : nullptr;
     if (cfg.vae && loss.beta > 0 && kinv_T_ != T) {
         std::vector<double> Kinv;
         logdetK_ = gp_kernel_inverse(T, loss.nu_K, loss.lambda * T, Kinv);
@@ -462,20 +383,17 @@ double CGT<real>::forward(const Batch& bt) {
         s.upload(d_kinv_, 0, k.data(), k.size());
         kinv_T_ = T;
     }
-    real* xf = x_pass_forward("", B, T, d_tokens_.ptr, d_vectors_.ptr, pos, nullptr, cfg.has_y());
-    head_forward("", N, xf);
+    real* x = x_pass_forward("", B, T, in_.tokens.ptr, in_.vectors.ptr, in_.pos_ptr(), nullptr, cfg.has_y());
     last_ce = last_aux = last_rc = last_rd = last_kl = 0;
     last_aux_targets = 0;
-    if (!has_targets_) { dloss_host_.clear(); return NAN; }
-    double wsum = 0;
-    for (float m : bt.mask) wsum += m;
-    if (wsum <= 0) fail("batch mask is all zero: no position is scored");
     const double eta = cfg.has_y() ? loss.eta : 1.0;
-    last_ce = head_loss("", N, d_targets_.ptr, d_tvecs_.ptr, bt.mask, dloss_host_, eta);
+    // η·CE: LN_f, the head and the masked mean (models/lm_io.h); NaN without targets
+    last_ce = head_.forward(s, x, in_, eta);
+    if (!in_.has_targets) return NAN;
     double total = eta * last_ce;
     if (has_aux_) {
         aux_batch_ = slice_batch(bt, aux_p, Ta);
-        upload_inputs(aux_batch_, a_tokens_, a_vectors_, a_pos_, a_targets_, a_tvecs_);
+        ain_.upload(dev, aux_batch_, batch_spec());
         // ỹ_b = y_used[b, p_b − 1], broadcast over the remainder rows (gather; backward = scatter-add)
         std::vector<int> idx((size_t)B * Ta);
         for (int b = 0; b < B; b++)
@@ -484,10 +402,10 @@ double CGT<real>::forward(const Batch& bt) {
         device_copy(dev, a_idx_.ptr, idx.data(), idx.size() * sizeof(int), Copy::host_to_device);
         const real* yu = s.act(cfg.vae ? "y_used" : "yl");
         if (cfg.L > cfg.ell) op::gather_rows_forward(dev, s.act("aux.ytilde"), yu, a_idx_.ptr, B * Ta, cfg.dy);
-        real* axf = x_pass_forward("aux.", B, Ta, a_tokens_.ptr, a_vectors_.ptr, a_pos_.ptr,
-                                   cfg.L > cfg.ell ? s.act("aux.ytilde") : nullptr, false);
-        head_forward("aux.", B * Ta, axf);
-        last_aux = head_loss("aux.", B * Ta, a_targets_.ptr, a_tvecs_.ptr, aux_batch_.mask, adloss_host_, 1.0 - eta);
+        real* ax = x_pass_forward("aux.", B, Ta, ain_.tokens.ptr, ain_.vectors.ptr, ain_.pos_ptr(),
+                                  cfg.L > cfg.ell ? s.act("aux.ytilde") : nullptr, false);
+        // (1−η)·L_aux: padding rows past the end weigh 0; a batch of padding only is a loss of 0
+        last_aux = ahead_.forward(s, ax, ain_, 1.0 - eta, /*allow_unscored=*/true);
         for (float m : aux_batch_.mask) last_aux_targets += m > 0;
         total += (1.0 - eta) * last_aux;
     }
@@ -503,24 +421,20 @@ double CGT<real>::forward(const Batch& bt) {
 
 template <typename real>
 void CGT<real>::backward() {
-    if (dloss_host_.empty()) fail("backward() needs a forward() with targets first");
+    if (!head_.ready()) fail("backward() needs a forward() with targets first");
     const Device dev = s.dev;
-    const int N = B * T;
+    const std::string last = "h." + std::to_string(cfg.L - 1) + ".res3";
     s.zero_grad();
     if (has_aux_) {
         // the aux pass first: its dỹ is scattered into dy_used[b, p_b−1] before the main pass's y stream runs backward
         const int Na = B * Ta;
-        if (a_dloss_.n < (size_t)Na) a_dloss_ = Buffer<real>(dev, Na);
-        s.upload(a_dloss_, 0, adloss_host_.data(), Na);
-        head_backward("aux.", Na, a_dloss_.ptr, a_tvecs_.ptr, a_targets_.ptr);
+        ahead_.backward(s, "aux." + last, ain_);
         const bool gen = cfg.L > cfg.ell;
-        x_pass_backward("aux.", B, Ta, a_tokens_.ptr, a_pos_.ptr, gen ? s.act("aux.ytilde") : nullptr, gen ? s.dact("aux.ytilde") : nullptr, false);
+        x_pass_backward("aux.", B, Ta, ain_.tokens.ptr, ain_.pos_ptr(), gen ? s.act("aux.ytilde") : nullptr, gen ? s.dact("aux.ytilde") : nullptr, false);
         if (gen) op::gather_rows_backward(dev, s.dact(cfg.vae ? "y_used" : "yl"), s.dact("aux.ytilde"), a_idx_.ptr, Na, cfg.dy);
     }
-    if (d_dloss_.n < (size_t)N) d_dloss_ = Buffer<real>(dev, N);
-    s.upload(d_dloss_, 0, dloss_host_.data(), N);
-    head_backward("", N, d_dloss_.ptr, d_tvecs_.ptr, d_targets_.ptr);
-    x_pass_backward("", B, T, d_tokens_.ptr, has_pos_ ? d_pos_.ptr : nullptr, nullptr, nullptr, cfg.has_y());
+    head_.backward(s, last, in_);
+    x_pass_backward("", B, T, in_.tokens.ptr, in_.pos_ptr(), nullptr, nullptr, cfg.has_y());
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -528,7 +442,7 @@ void CGT<real>::backward() {
 
 template <typename real>
 std::vector<real> CGT<real>::outputs() {
-    return s.fetch_act(cfg.d_out > 0 ? "pred" : "logits");
+    return head_.outputs(s);
 }
 
 template <typename real>
@@ -536,9 +450,9 @@ std::vector<real> CGT<real>::dynamic_y(const Batch& bt) {
     if (!cfg.has_y()) fail("this CGT has no y stream (ell = 0 or d_y = 0)");
     bool tm = train_mode;
     train_mode = false;
+    in_.upload(s.dev, bt, batch_spec());
     layout(bt.B, bt.T, 0);
-    upload_inputs(bt, d_tokens_, d_vectors_, d_pos_, d_targets_, d_tvecs_);
-    x_pass_forward("", B, T, d_tokens_.ptr, d_vectors_.ptr, bt.pos.empty() ? nullptr : d_pos_.ptr, nullptr, true);
+    x_pass_forward("", B, T, in_.tokens.ptr, in_.vectors.ptr, in_.pos_ptr(), nullptr, true);
     train_mode = tm;
     return s.fetch_act(cfg.vae ? "y_used" : "yl");
 }
@@ -547,17 +461,14 @@ template <typename real>
 std::vector<real> CGT<real>::forward_with_y(const Batch& bt, const std::vector<real>& y_pos) {
     const bool gen = cfg.has_y() && cfg.L > cfg.ell;
     if (gen && y_pos.size() != (size_t)bt.B * bt.T * cfg.dy) fail("forward_with_y: y must be (B,T,d_y)");
+    ain_.upload(s.dev, bt, batch_spec());
     layout(bt.B, 0, bt.T);
-    const Device dev = s.dev;
-    upload_inputs(bt, a_tokens_, a_vectors_, a_pos_, a_targets_, a_tvecs_);
     if (gen) s.upload(s.acts, s.atable.offset("aux.ytilde"), y_pos.data(), y_pos.size());
     patch_now_ = !patches.empty();
-    real* xf = x_pass_forward("aux.", bt.B, bt.T, a_tokens_.ptr, a_vectors_.ptr, bt.pos.empty() ? nullptr : a_pos_.ptr,
-                              gen ? s.act("aux.ytilde") : nullptr, false);
+    real* x = x_pass_forward("aux.", bt.B, bt.T, ain_.tokens.ptr, ain_.vectors.ptr, ain_.pos_ptr(), gen ? s.act("aux.ytilde") : nullptr, false);
     patch_now_ = false;
-    head_forward("aux.", bt.B * bt.T, xf);
-    (void)dev;
-    return s.fetch_act(cfg.d_out > 0 ? "aux.pred" : "aux.logits");
+    ahead_.forward_outputs(s, x, ain_);  // the outputs only (an evaluation batch may score nothing here)
+    return ahead_.outputs(s);
 }
 
 template <typename real>

@@ -33,6 +33,7 @@
 #include "layers/generator.h"
 #include "models/block.h"
 #include "models/gpt.h"
+#include "models/lm_io.h"
 #include "models/state.h"
 
 namespace icl {
@@ -144,22 +145,18 @@ private:
                          const real* ygen, bool with_y_stream);
     void x_pass_backward(const std::string& pre, int Bp, int Tp, const int* tokens, const int* pos, const real* ygen, real* dygen,
                          bool with_y_stream);
-    void head_forward(const std::string& pre, int N, real* x);
-    void head_backward(const std::string& pre, int N, const real* dloss, const real* targets_vec, const int* targets);
-    double head_loss(const std::string& pre, int N, const int* targets, const real* target_vecs, const std::vector<float>& mask,
-                     std::vector<real>& dloss_host, double weight);
-    void upload_inputs(const Batch& bt, Buffer<int>& tok, Buffer<real>& vec, Buffer<int>& pos, Buffer<int>& tgt, Buffer<real>& tvec);
-    void aux_inputs(const Batch& bt);
+    BatchSpec batch_spec() const;
 
     Rng rng_;
     uint64_t seed_ = 0, forwards_ = 0;  // attention mods, random neighbours: a fresh draw per forward (held with hold_random)
-    Buffer<int> d_tokens_, d_targets_, d_pos_, a_tokens_, a_targets_, a_pos_, a_idx_;
-    Buffer<real> d_vectors_, d_tvecs_, a_vectors_, a_tvecs_, d_dloss_, a_dloss_, scratch_, gscratch_, d_kinv_, d_eps_, d_ysrc_;
-    std::vector<real> dloss_host_, adloss_host_, eps_host_;
-    std::vector<float> aux_mask_;
+    DeviceBatch<real> in_, ain_;     // the main and aux passes' batches on the device (models/lm_io.h)
+    LMHead<real> head_, ahead_;      // their LN_f, head and masked-mean loss ("" and "aux." activations)
+    Buffer<int> a_idx_;
+    Buffer<real> scratch_, gscratch_, d_kinv_;
+    std::vector<real> eps_host_;
     double logdetK_ = 0;
     int kinv_T_ = -1;
-    bool has_pos_ = false, has_aux_ = false, has_targets_ = false, patch_now_ = false;
+    bool has_aux_ = false, patch_now_ = false;
     Batch aux_batch_;
 };
 

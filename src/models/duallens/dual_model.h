@@ -25,6 +25,7 @@
 #include "engine/device.h"
 #include "layers/attention_mods.h"
 #include "models/iclca/iclaa.h"
+#include "models/lm_io.h"
 #include "models/state.h"
 
 namespace icl {
@@ -187,9 +188,11 @@ struct OneHead {
     double forward(const Batch& batch);   // masked mean of the squared error
     void backward();
     std::vector<real> outputs();          // (B,T) predictions
+    BatchSpec batch_spec() const;         // what forward accepts (data/batch.h): vectors of width D, one target each
 private:
     void layout(int B, int T);
-    Buffer<real> d_x_, d_sim_, d_target_, d_dloss_, d_readout_, scratch_;
+    DeviceBatch<real> in_;                // the last forward's batch on the device (models/lm_io.h)
+    Buffer<real> d_sim_, d_dloss_, d_readout_, scratch_;
     std::vector<real> dloss_host_;
     uint64_t seed_ = 0, forwards_ = 0;
 };

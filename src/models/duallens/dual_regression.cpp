@@ -18,6 +18,7 @@
 #include "models/block.h"
 
 #include "models/duallens/dual_util.h"
+#include "models/lm_io.h"
 
 namespace icl {
 
@@ -270,47 +271,37 @@ void OneHead<real>::layout(int B_, int T_) {
 
 template <typename real>
 double OneHead<real>::forward(const Batch& bt) {
-    if (bt.D != cfg.D) fail(strfmt("one-head model: tokens of width %d, the model takes %d", bt.D, cfg.D));
+    in_.upload(s.dev, bt, batch_spec());  // the batch contract (data/batch.h), then the device copies
     layout(bt.B, bt.T);
     forwards_++;
     const Device dev = s.dev;
     const int N = B * T, D = cfg.D;
-    std::vector<real> x(bt.vectors.begin(), bt.vectors.end());
-    if (d_x_.n < x.size()) d_x_ = Buffer<real>(dev, x.size());
-    s.upload(d_x_, 0, x.data(), x.size());
+    const real* X = in_.vectors.ptr;
     const AttnMods& m = cfg.mod;
     const real* sim = nullptr;
     if (m.needs_sim_src()) {  // the input similarity reads the raw x part of each token
         std::vector<real> xs((size_t)N * cfg.sim_cols);
         for (int n = 0; n < N; n++)
-            for (int e = 0; e < cfg.sim_cols; e++) xs[(size_t)n * cfg.sim_cols + e] = x[(size_t)n * D + e];
+            for (int e = 0; e < cfg.sim_cols; e++) xs[(size_t)n * cfg.sim_cols + e] = (real)bt.vectors[(size_t)n * D + e];
         if (d_sim_.n < xs.size()) d_sim_ = Buffer<real>(dev, xs.size());
         s.upload(d_sim_, 0, xs.data(), xs.size());
         sim = d_sim_.ptr;
     }
     // qkv = X W_qkvᵀ
-    op::matmul_forward(dev, s.act("qkv"), d_x_.ptr, s.param("attn.qkv.w"), (const real*)nullptr, N, D, 3 * D);
+    op::matmul_forward(dev, s.act("qkv"), X, s.param("attn.qkv.w"), (const real*)nullptr, N, D, 3 * D);
     if (m.adapters_active()) {
-        if (m.g2) op::qkv_adapter_forward(dev, s.act("qkv"), s.act("adk.z"), s.act("adk.u"), d_x_.ptr, s.param("attn.adk.A"), s.param("attn.adk.B"), m.c, 1, N, D, D, m.dh);
-        if (m.g1) op::qkv_adapter_forward(dev, s.act("qkv"), s.act("adv.z"), s.act("adv.u"), d_x_.ptr, s.param("attn.adv.A"), s.param("attn.adv.B"), m.c, 2, N, D, D, m.dh);
+        if (m.g2) op::qkv_adapter_forward(dev, s.act("qkv"), s.act("adk.z"), s.act("adk.u"), X, s.param("attn.adk.A"), s.param("attn.adk.B"), m.c, 1, N, D, D, m.dh);
+        if (m.g1) op::qkv_adapter_forward(dev, s.act("qkv"), s.act("adv.z"), s.act("adv.u"), X, s.param("attn.adv.A"), s.param("attn.adv.B"), m.c, 2, N, D, D, m.dh);
     }
     // h' = attention(qkv) with the modifications (plain when none)
     op::attention_mod_forward(dev, s.act("atty"), s.act("att"), scratch_.ptr, s.act("qkv"), sim, m, seed_ * 0x9E3779B97F4A7C15ull + forwards_, B, T, D, 1,
                               cfg.sim_cols);
     // ŷ = last coordinate of h'
     op::matmul_forward(dev, s.act("pred"), s.act("atty"), d_readout_.ptr, (const real*)nullptr, N, D, 1);
-    if (bt.target_vecs.empty()) { dloss_host_.clear(); return NAN; }
-    std::vector<real> tv(bt.target_vecs.begin(), bt.target_vecs.end());
-    if (d_target_.n < tv.size()) d_target_ = Buffer<real>(dev, tv.size());
-    s.upload(d_target_, 0, tv.data(), tv.size());
-    op::mse_forward(dev, s.act("losses"), s.act("pred"), d_target_.ptr, N, 1);
-    std::vector<real> losses = s.fetch_act("losses");
-    double wsum = 0, lsum = 0;
-    for (int i = 0; i < N; i++) { wsum += bt.mask[i]; lsum += (double)bt.mask[i] * (double)losses[i]; }
-    if (wsum <= 0) fail("batch mask is all zero: no position is scored");
-    dloss_host_.resize(N);
-    for (int i = 0; i < N; i++) dloss_host_[i] = (real)(bt.mask[i] / wsum);
-    return lsum / wsum;
+    if (!in_.has_targets) { dloss_host_.clear(); return NAN; }
+    // losses = (ŷ − y)² ; the masked mean and its gradient (models/lm_io.h)
+    op::mse_forward(dev, s.act("losses"), s.act("pred"), in_.target_vecs.ptr, N, 1);
+    return masked_mean(s, "losses", in_.weight, 1.0, dloss_host_);
 }
 
 template <typename real>
@@ -322,7 +313,7 @@ void OneHead<real>::backward() {
     s.zero_grad();
     if (d_dloss_.n < (size_t)N) d_dloss_ = Buffer<real>(dev, N);
     s.upload(d_dloss_, 0, dloss_host_.data(), N);
-    op::mse_backward(dev, s.dact("pred"), d_dloss_.ptr, s.act("pred"), d_target_.ptr, N, 1);
+    op::mse_backward(dev, s.dact("pred"), d_dloss_.ptr, s.act("pred"), in_.target_vecs.ptr, N, 1);
     // pred = atty·eᵀ
     op::matmul_backward(dev, s.dact("atty"), (real*)nullptr, (real*)nullptr, s.dact("pred"), s.act("atty"), d_readout_.ptr, N, D, 1);
     // atty = attention_mod(qkv)
@@ -331,13 +322,23 @@ void OneHead<real>::backward() {
     // qkv[v] += c·ReLU(X A_Vᵀ) B_Vᵀ ;  qkv[k] += c·ReLU(X A_Kᵀ) B_Kᵀ   (the input X is data: no dinp)
     if (m.adapters_active()) {
         Buffer<real> dx(dev, (size_t)N * D);  // dL/dX, discarded
-        if (m.g1) op::qkv_adapter_backward(dev, dx.ptr, s.grad("attn.adv.A"), s.grad("attn.adv.B"), s.dact("adv.z"), s.dact("qkv"), d_x_.ptr, s.act("adv.z"),
+        if (m.g1) op::qkv_adapter_backward(dev, dx.ptr, s.grad("attn.adv.A"), s.grad("attn.adv.B"), s.dact("adv.z"), s.dact("qkv"), in_.vectors.ptr, s.act("adv.z"),
                                            s.act("adv.u"), s.param("attn.adv.A"), s.param("attn.adv.B"), m.c, 2, N, D, D, m.dh);
-        if (m.g2) op::qkv_adapter_backward(dev, dx.ptr, s.grad("attn.adk.A"), s.grad("attn.adk.B"), s.dact("adk.z"), s.dact("qkv"), d_x_.ptr, s.act("adk.z"),
+        if (m.g2) op::qkv_adapter_backward(dev, dx.ptr, s.grad("attn.adk.A"), s.grad("attn.adk.B"), s.dact("adk.z"), s.dact("qkv"), in_.vectors.ptr, s.act("adk.z"),
                                            s.act("adk.u"), s.param("attn.adk.A"), s.param("attn.adk.B"), m.c, 1, N, D, D, m.dh);
     }
     // qkv = X W_qkvᵀ
-    op::matmul_backward(dev, (real*)nullptr, s.grad("attn.qkv.w"), (real*)nullptr, s.dact("qkv"), d_x_.ptr, s.param("attn.qkv.w"), N, D, 3 * D);
+    op::matmul_backward(dev, (real*)nullptr, s.grad("attn.qkv.w"), (real*)nullptr, s.dact("qkv"), in_.vectors.ptr, s.param("attn.qkv.w"), N, D, 3 * D);
+}
+
+template <typename real>
+BatchSpec OneHead<real>::batch_spec() const {
+    BatchSpec b;
+    b.D = cfg.D;
+    b.Dout = 1;
+    b.max_T = 1 << 30;  // no positions: attention over the tokens as given
+    b.model = "one-head model";
+    return b;
 }
 
 template <typename real>

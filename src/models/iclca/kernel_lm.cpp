@@ -9,6 +9,7 @@
 #include "engine/common.h"
 #include "layers/dispatch.h"
 #include "models/block.h"
+#include "models/lm_io.h"
 
 namespace icl {
 
@@ -61,15 +62,10 @@ static BlockShape block_shape(const KernelLMConfig& c) {
 
 TensorTable kernel_lm_parameters(const KernelLMConfig& c) {
     TensorTable t;
-    const float s = 0.02f;
-    auto W = [&](std::string n, Shape sh, float std, std::string doc) { t.add({n, sh, Init::normal, std, doc, true}); };
-    auto Z = [&](std::string n, Shape sh, std::string doc) { t.add({n, sh, Init::zeros, 0, doc, false}); };
-    auto O = [&](std::string n, Shape sh, std::string doc) { t.add({n, sh, Init::ones, 0, doc, false}); };
     const int64_t C = c.C;
-    W("wte", {c.V, C}, s, "token embedding (V,C); also the tied LM head");
+    t.add({"wte", {c.V, C}, Init::normal, 0.02f, "token embedding (V,C); also the tied LM head", true});
     for (int l = 0; l < c.L; l++) block_parameters(t, "h." + std::to_string(l) + ".", block_shape(c), c.L, c.bias != 0);
-    O("lnf.w", {C}, "final layer-norm gain");
-    Z("lnf.b", {C}, "final layer-norm bias");
+    lm_head_parameters(t, c.C, 0);  // lnf.w, lnf.b; the head is tied to wte
     return t;
 }
 
@@ -86,6 +82,7 @@ KernelLM<real>::KernelLM(const KernelLMConfig& c, Device dev, uint64_t seed) : c
     s.alloc_params();
     s.init_params(seed);
     zero_wpe_ = Buffer<real>(dev, (size_t)cfg.C);  // the token-only embedding: wte[tok] + 0
+    head_.spec = HeadSpec{cfg.C, cfg.V, 0};
 }
 
 template <typename real>
@@ -110,12 +107,7 @@ void KernelLM<real>::layout(int B_, int T_) {
     ActTable t;
     t.add("encoded", {Bl, Tl, C}, "token embedding (no position embedding)", true);
     for (int l = 0; l < cfg.L; l++) block_activations(t, "h." + std::to_string(l) + ".", Bl, Tl, block_shape(cfg));
-    t.add("lnf", {Bl, Tl, C}, "final LN", true);
-    t.add("lnf.mean", {Bl, Tl}, "final LN mean", false);
-    t.add("lnf.rstd", {Bl, Tl}, "final LN 1/std", false);
-    t.add("logits", {Bl, Tl, cfg.V}, "logits", true);
-    t.add("probs", {Bl, Tl, cfg.V}, "softmax(logits)", false);
-    t.add("losses", {Bl, Tl}, "per-position loss", false);
+    lm_head_activations(t, "", Bl, Tl, head_.spec);
     s.atable = std::move(t.acts);
     s.gtable = std::move(t.grads);
     s.alloc_acts();
@@ -126,70 +118,32 @@ void KernelLM<real>::layout(int B_, int T_) {
 
 template <typename real>
 double KernelLM<real>::forward(const Batch& bt) {
-    if (bt.vector_input()) fail("the kernel LM takes tokens, the batch has vectors");
-    if (bt.B < 1 || bt.T < 1) fail("empty batch");
+    in_.upload(s.dev, bt, batch_spec());  // the batch contract (data/batch.h), then the device copies
     layout(bt.B, bt.T);
     const Device dev = s.dev;
-    const int N = B * T, C = cfg.C;
-    const size_t nBT = (size_t)N;
-    has_pos_ = !bt.pos.empty();
-    if (has_pos_) {
-        if (bt.pos.size() != nBT) fail("batch positions do not have B*T entries");
-        for (int p : bt.pos) if (p < 0 || p >= cfg.maxT) fail(strfmt("position %d outside [0, %d)", p, cfg.maxT));
-        if (d_pos_.n < nBT) d_pos_ = Buffer<int>(dev, nBT);
-        device_copy(dev, d_pos_.ptr, bt.pos.data(), nBT * sizeof(int), Copy::host_to_device);
-    } else if (T > cfg.maxT) {
-        fail(strfmt("sequence length %d exceeds the model's max-T %d", T, cfg.maxT));
-    }
-    const int* pos = has_pos_ ? d_pos_.ptr : nullptr;
-    for (int t : bt.tokens) if (t < 0 || t >= cfg.V) fail(strfmt("token id %d outside the vocabulary [0, %d)", t, cfg.V));
-    if (d_tokens_.n < nBT) d_tokens_ = Buffer<int>(dev, nBT);
-    device_copy(dev, d_tokens_.ptr, bt.tokens.data(), nBT * sizeof(int), Copy::host_to_device);
+    const int C = cfg.C;
     real* x = s.act("encoded");
     // x = wte[tokens] (+ a zero row: the engine's encoder with a one-row zero position table)
-    op::encoder_forward(dev, x, d_tokens_.ptr, d_zero_pos_.ptr, s.param("wte"), zero_wpe_.ptr, B, T, C, cfg.V, 1);
-    const BlockRun<real> run = block_run(pos);
+    op::encoder_forward(dev, x, in_.tokens.ptr, d_zero_pos_.ptr, s.param("wte"), zero_wpe_.ptr, B, T, C, cfg.V, 1);
+    const BlockRun<real> run = block_run(in_.pos_ptr());
     for (int l = 0; l < cfg.L; l++) {
         const std::string h = "h." + std::to_string(l) + ".";
         // x = x + kattn(LN1(x)) ;  x = x + mlp(LN2(x))
         x = block_forward(s, h, h, x, run);
     }
-    op::layernorm_forward(dev, s.act("lnf"), s.act("lnf.mean"), s.act("lnf.rstd"), x, s.param("lnf.w"), s.param("lnf.b"), N, C);
-    op::matmul_forward(dev, s.act("logits"), s.act("lnf"), s.param("wte"), (const real*)nullptr, N, C, cfg.V);
-    if (bt.targets.empty()) { dloss_host_.clear(); return NAN; }
-    if (bt.targets.size() != nBT) fail("batch targets do not have B*T entries");
-    for (int t : bt.targets) if (t < 0 || t >= cfg.V) fail(strfmt("target id %d outside the vocabulary [0, %d)", t, cfg.V));
-    if (d_targets_.n < nBT) d_targets_ = Buffer<int>(dev, nBT);
-    device_copy(dev, d_targets_.ptr, bt.targets.data(), nBT * sizeof(int), Copy::host_to_device);
-    op::crossentropy_forward(dev, s.act("losses"), s.act("probs"), s.act("logits"), d_targets_.ptr, N, cfg.V);
-    std::vector<real> losses = s.fetch_act("losses");
-    double wsum = 0, lsum = 0;
-    for (size_t i = 0; i < nBT; i++) {
-        double w = bt.mask.empty() ? 1.0 : bt.mask[i];
-        wsum += w;
-        lsum += w * (double)losses[i];
-    }
-    if (wsum <= 0) fail("batch mask is all zero: no position is scored");
-    dloss_host_.resize(nBT);
-    for (size_t i = 0; i < nBT; i++) dloss_host_[i] = (real)((bt.mask.empty() ? 1.0 : bt.mask[i]) / wsum);
-    return lsum / wsum;
+    // lnf = LN_f(x); logits = lnf·wteᵀ (tied); the masked mean loss (models/lm_io.h)
+    return head_.forward(s, x, in_);
 }
 
 template <typename real>
 void KernelLM<real>::backward() {
-    if (dloss_host_.empty()) fail("backward() needs a forward() with targets first");
+    if (!head_.ready()) fail("backward() needs a forward() with targets first");
     const Device dev = s.dev;
-    const int N = B * T, C = cfg.C;
+    const int C = cfg.C;
     s.zero_grad();
-    if (d_dloss_.n < (size_t)N) d_dloss_ = Buffer<real>(dev, N);
-    s.upload(d_dloss_, 0, dloss_host_.data(), N);
-    op::crossentropy_backward(dev, s.dact("logits"), d_dloss_.ptr, s.act("probs"), d_targets_.ptr, N, cfg.V);
-    // logits = lnf·wteᵀ (tied)
-    op::matmul_backward(dev, s.dact("lnf"), s.grad("wte"), (real*)nullptr, s.dact("logits"), s.act("lnf"), s.param("wte"), N, C, cfg.V);
-    std::string last = "h." + std::to_string(cfg.L - 1) + ".res3";
-    op::layernorm_backward(dev, s.dact(last), s.grad("lnf.w"), s.grad("lnf.b"), s.dact("lnf"), s.act(last), s.param("lnf.w"),
-                           s.act("lnf.mean"), s.act("lnf.rstd"), N, C);
-    const BlockRun<real> run = block_run(has_pos_ ? d_pos_.ptr : nullptr);
+    // the loss, the tied head and LN_f, into d(x_L)
+    head_.backward(s, "h." + std::to_string(cfg.L - 1) + ".res3", in_);
+    const BlockRun<real> run = block_run(in_.pos_ptr());
     for (int l = cfg.L - 1; l >= 0; l--) {
         const std::string h = "h." + std::to_string(l) + ".";
         const std::string in = l == 0 ? "encoded" : "h." + std::to_string(l - 1) + ".res3";
@@ -197,12 +151,21 @@ void KernelLM<real>::backward() {
         block_backward(s, h, h, s.act(in), s.dact(in), run);
     }
     // encoded = wte[tokens] + 0
-    op::encoder_backward(dev, s.grad("wte"), (real*)nullptr, s.dact("encoded"), d_tokens_.ptr, d_zero_pos_.ptr, B, T, C, cfg.V, 1);
+    op::encoder_backward(dev, s.grad("wte"), (real*)nullptr, s.dact("encoded"), in_.tokens.ptr, d_zero_pos_.ptr, B, T, C, cfg.V, 1);
 }
 
 template <typename real>
 std::vector<real> KernelLM<real>::outputs() {
-    return s.fetch_act("logits");
+    return head_.outputs(s);
+}
+
+template <typename real>
+BatchSpec KernelLM<real>::batch_spec() const {
+    BatchSpec b;
+    b.V = cfg.V;
+    b.max_T = cfg.maxT;
+    b.model = "kernel LM";
+    return b;
 }
 
 // ------------------------------------------------------------------------------------------------------

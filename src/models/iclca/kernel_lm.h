@@ -21,6 +21,7 @@
 #include "data/batch.h"
 #include "engine/rng.h"
 #include "models/block.h"
+#include "models/lm_io.h"
 #include "models/state.h"
 
 namespace icl {
@@ -67,13 +68,15 @@ struct KernelLM {
     // Greedy continuation of `prompt` by n tokens with the streaming form, positions from p0.
     std::vector<int> generate(const std::vector<int>& prompt, int n, int p0 = 0);
 
+    BatchSpec batch_spec() const;   // what forward accepts (data/batch.h)
+
 private:
     void layout(int B, int T);
     BlockRun<real> block_run(const int* pos);    // every block's shape and buffers for the current (B,T) and positions
-    Buffer<int> d_tokens_, d_targets_, d_pos_, d_zero_pos_;
-    Buffer<real> zero_wpe_, d_dloss_, scratch_, step_buf_;
-    std::vector<real> dloss_host_;
-    bool has_pos_ = false;
+    DeviceBatch<real> in_;                       // the last forward's batch on the device (models/lm_io.h)
+    LMHead<real> head_;                          // LN_f, tied head, masked-mean loss
+    Buffer<int> d_zero_pos_;
+    Buffer<real> zero_wpe_, scratch_, step_buf_;
 };
 
 }  // namespace icl
