@@ -6,11 +6,11 @@
 //   add_task_flags(cli);                 // --task --data
 //   ...the model's own flags...
 //   add_task_shape_flags(cli);           // --max-T --seq --n-tasks --n-ex --digits --d-in --pairs --noise
-//   add_train_flags(cli);                // --warmup --min-lr-frac --weight-decay --grad-clip --eval-* --save-every
+//   add_train_flags(cli);                // (models/trainer.h) --warmup --min-lr-frac --weight-decay --grad-clip --eval-* --save-every
 //   if (!cli.parse(argc, argv)) return 0;
 //   Task task(cli, B, seed);             // T, vocabulary / vector widths, task.val, task.next_batch()
 //   task.configure(cfg);                 // V, d_in, d_out, maxT of a model config
-//   TrainOptions o = train_options_from_cli(cli, "train_x", task, steps);   // creates the run dir
+//   TrainOptions o = train_options_from_cli(cli, "train_x", task, steps);   // models/trainer.h; creates the run dir
 //   TrainResult r = train(model, o, [&](int) { return task.next_batch(); }, evaluate);
 //   nlohmann::json summary = run_summary("train_x", cli, task, cfg.to_json(), cfg.num_params(), threads, dev, o, r);
 #pragma once
@@ -27,18 +27,15 @@
 #include "data/linreg.h"
 #include "data/mixture.h"
 #include "data/text.h"
-#include "engine/checkpoint.h"
 #include "engine/cli.h"
 #include "engine/common.h"
 #include "engine/device.h"
 #include "engine/rng.h"
-#include "models/trainer.h"
 
 namespace icl {
 
 void add_task_flags(Cli& cli);        // --task --data
 void add_task_shape_flags(Cli& cli);  // --max-T --seq, the arith, linreg and mix sizes, --tokenizer
-void add_train_flags(Cli& cli);       // optimizer schedule, evaluation and checkpoint cadence (--eval-batches 4)
 
 struct Task {
     std::string kind;             // arith | linreg | text | mix
@@ -82,31 +79,5 @@ struct Task {
 private:
     Rng train_rng_, val_rng_;
 };
-
-// --load: the config saved in the checkpoint. Refuses a checkpoint of another model kind, any of
-// `arch_flags` given beside --load, and a model that does not fit the task.
-template <typename Config>
-Config checkpoint_config(const Cli& cli, const Task& task, const std::string& model, std::initializer_list<const char*> arch_flags) {
-    CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
-    if (ci.model != model) fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, not '" + model + "'");
-    Config saved = Config::from_json(nlohmann::json::parse(ci.config));
-    for (const char* f : arch_flags)
-        if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from --load; drop the flag");
-    task.check_fits(saved.V, saved.d_in, saved.d_out, saved.maxT);
-    return saved;
-}
-
-// --lr --warmup --min-lr-frac --weight-decay --grad-clip --eval-every --save-every --out --save --dump-npy as
-// TrainOptions; creates the run directory (default out/<binary>/<preset-or-task>-<time>). The caller sets
-// title and eval_columns.
-TrainOptions train_options_from_cli(const Cli& cli, const std::string& binary, const Task& task, int steps);
-
-// summary.json's common part: binary, task, model config and size, every flag, threads, device, the run's
-// figures, the checkpoint path and final_<metric> for each evaluation metric.
-nlohmann::json run_summary(const std::string& binary, const Cli& cli, const Task& task, const nlohmann::json& model,
-                           int64_t params, int threads, Device dev, const TrainOptions& o, const TrainResult& r);
-
-// "final: train loss 2.5578  val_loss 2.5455 ..." (no newline; the binary adds its rates).
-std::string final_line(const TrainResult& r);
 
 }  // namespace icl

@@ -33,7 +33,7 @@
 
 #include "engine/common.h"
 #include "layers/parallel.h"
-#include "layers/gelu.h"  // vmath::exp_shifted_sum
+#include "layers/vmath.h"
 #include "layers/matmul.h"
 #ifdef _OPENMP
 #include <omp.h>

@@ -36,7 +36,7 @@
 #include <type_traits>
 
 #include "engine/common.h"
-#include "layers/gelu.h"
+#include "layers/vmath.h"
 #include "layers/parallel.h"
 #include "layers/rope.h"
 #ifdef _OPENMP
@@ -171,7 +171,7 @@ inline real phi(real x) { return x > real(0) ? x + real(1) : std::exp(x); }  // 
 template <typename real>
 inline void phi_row(real* y, const real* x, int n) {
     int i = 0;
-#ifdef ICL_GELU_AVX2
+#ifdef ICL_VMATH_AVX2
     if constexpr (std::is_same_v<real, float>) {
         const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
         for (; i + 8 <= n; i += 8) {
@@ -189,7 +189,7 @@ inline void phi_row(real* y, const real* x, int n) {
 // memory was a dependency chain of store → load → add per row).
 template <typename real>
 inline void chunk_denominators(real* dn, real* z, const real* A, const real* Cf, int n, int m, double eps) {
-#ifdef ICL_GELU_AVX2
+#ifdef ICL_VMATH_AVX2
     if constexpr (std::is_same_v<real, float>) {
         if (m % 8 == 0 && n <= KA_CHUNK) {
             alignas(32) float part[KA_CHUNK][8];
@@ -294,7 +294,7 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
     for (int n = 0; n < B * T; n++) {
         const int b = n / T, t = n % T;
         const real* tb = tab + (size_t)n * m;
-#ifdef ICL_GELU_AVX2
+#ifdef ICL_VMATH_AVX2
         if constexpr (std::is_same_v<real, float>) {
             if (m % 8 == 0) {  // φ and the pair rotation a whole register at a time: y = x·[c,c] + swap(x)·[−s,s]
                 alignas(64) float cc[512], ss[512];

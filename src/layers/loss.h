@@ -19,7 +19,7 @@
 
 #include "engine/common.h"
 #include "layers/parallel.h"
-#include "layers/gelu.h"  // vmath::exp_shifted_sum
+#include "layers/vmath.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -13,11 +13,14 @@
 #include <vector>
 
 #include "data/batch.h"
+#include "data/task.h"
+#include "engine/checkpoint.h"
+#include "engine/cli.h"
 #include "engine/common.h"
-#include "report/plot.h"
 #include "engine/run.h"
 #include "layers/adamw.h"
 #include "models/state.h"
+#include "report/plot.h"
 
 namespace icl {
 
@@ -43,6 +46,35 @@ struct TrainResult {
     std::map<std::string, double> last_eval;
     std::vector<double> losses;    // training loss per step
 };
+
+// The optimizer schedule, evaluation and checkpoint cadence flags (--eval-batches 4).
+void add_train_flags(Cli& cli);
+
+// --load: the config saved in the checkpoint. Refuses a checkpoint of another model kind, any of
+// `arch_flags` given beside --load, and a model that does not fit the task.
+template <typename Config>
+Config checkpoint_config(const Cli& cli, const Task& task, const std::string& model, std::initializer_list<const char*> arch_flags) {
+    CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
+    if (ci.model != model) fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, not '" + model + "'");
+    Config saved = Config::from_json(nlohmann::json::parse(ci.config));
+    for (const char* f : arch_flags)
+        if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from --load; drop the flag");
+    task.check_fits(saved.V, saved.d_in, saved.d_out, saved.maxT);
+    return saved;
+}
+
+// --lr --warmup --min-lr-frac --weight-decay --grad-clip --eval-every --save-every --out --save --dump-npy as
+// TrainOptions; creates the run directory (default out/<binary>/<preset-or-task>-<time>). The caller sets
+// title and eval_columns.
+TrainOptions train_options_from_cli(const Cli& cli, const std::string& binary, const Task& task, int steps);
+
+// summary.json's common part: binary, task, model config and size, every flag, threads, device, the run's
+// figures, the checkpoint path and final_<metric> for each evaluation metric.
+nlohmann::json run_summary(const std::string& binary, const Cli& cli, const Task& task, const nlohmann::json& model,
+                           int64_t params, int threads, Device dev, const TrainOptions& o, const TrainResult& r);
+
+// "final: train loss 2.5578  val_loss 2.5455 ..." (no newline; the binary adds its rates).
+std::string final_line(const TrainResult& r);
 
 template <typename Model>
 TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int)>& next_batch,
