@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdarg>
+#include <cstdio>
 #include <cerrno>
 #include <cstring>
 
@@ -119,6 +121,23 @@ void write_file_atomic(const std::string& path, const std::vector<ByteSpan>& par
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
     write_file_atomic(path, std::vector<ByteSpan>{{bytes.data(), bytes.size()}});
+}
+
+TextOut::TextOut(std::string path) : path_(std::move(path)) { check_writable(path_); }
+
+void TextOut::printf(const char* fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        const size_t old = text_.size();
+        text_.resize(old + (size_t)n + 1);
+        std::vsnprintf(&text_[old], (size_t)n + 1, fmt, ap2);
+        text_.resize(old + (size_t)n);
+    }
+    va_end(ap2);
 }
 
 void check_writable(const std::string& path) {

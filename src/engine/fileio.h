@@ -43,6 +43,21 @@ struct ByteSpan {
 void write_file_atomic(const std::string& path, const std::vector<ByteSpan>& parts);
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
+// A text file (a CSV table, a report) built in memory and written by write_file_atomic at every commit() — the whole
+// text so far, so a table that grows row by row is on disk after each row, and an interrupted run leaves the last
+// complete version, never a torn line.
+class TextOut {
+public:
+    explicit TextOut(std::string path);  // checks now that the file can be written
+    void printf(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+    void commit() const { write_file_atomic(path_, text_); }
+    const std::string& path() const { return path_; }
+    const std::string& text() const { return text_; }
+
+private:
+    std::string path_, text_;
+};
+
 // Fail (icl::Error, exit 1) unless a file could be written at `path` now.
 void check_writable(const std::string& path);
 

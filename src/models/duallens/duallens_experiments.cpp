@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "engine/cli.h"
@@ -32,12 +33,6 @@
 
 namespace icl::duallens_cmd {
 
-std::FILE* open_csv(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (!f) fail("cannot write " + path);
-    return f;
-}
-
 // ---- check ---------------------------------------------------------------------------------------------------------
 
 int cmd_check(const Cli& cli) {
@@ -48,18 +43,18 @@ int cmd_check(const Cli& cli) {
     std::printf("duallens check: softmax attention as one gradient step on its dual model (spec/duallens.md), fp64, seed %llu\n",
                 (unsigned long long)seed);
     std::printf("  %-4s %-104s %11s %17s  %s\n", "id", "check", "measured", "tolerance", "ok");
-    std::FILE* csv = open_csv(dir + "/checks.csv");
-    std::fprintf(csv, "id,check,measured,cmp,tol,tol2,pass\n");
+    TextOut csv(dir + "/checks.csv");
+    csv.printf("id,check,measured,cmp,tol,tol2,pass\n");
     int failed = 0;
     nlohmann::json rows = nlohmann::json::array();
     for (const CheckResult& c : res) {
         std::string tol = c.cmp == "in" ? strfmt("in [%g, %g]", c.tol, c.tol2) : strfmt("<= %g", c.tol);
         std::printf("  %-4s %-104s %11.3g %17s  %s\n", c.id.c_str(), c.what.c_str(), c.err, tol.c_str(), c.pass ? "ok" : "FAIL");
-        std::fprintf(csv, "%s,\"%s\",%.6g,%s,%g,%g,%d\n", c.id.c_str(), c.what.c_str(), c.err, c.cmp.c_str(), c.tol, c.tol2, (int)c.pass);
+        csv.printf("%s,\"%s\",%.6g,%s,%g,%g,%d\n", c.id.c_str(), c.what.c_str(), c.err, c.cmp.c_str(), c.tol, c.tol2, (int)c.pass);
         rows.push_back({{"id", c.id}, {"check", c.what}, {"measured", c.err}, {"cmp", c.cmp}, {"tol", c.tol}, {"tol2", c.tol2}, {"pass", c.pass}});
         failed += !c.pass;
     }
-    std::fclose(csv);
+    csv.commit();
     // R3: the "15 steps" curve, Taylor features (exact) and positive random features (d_r = 4096)
     std::vector<double> m, th, mp, thp;
     kstep_curve(seed * 7 + 6, 15, m, th);
@@ -79,16 +74,16 @@ int cmd_check(const Cli& cli) {
     std::vector<int> Ns = {4, 8, 16, 32, 64, 128, 256, 512, 1024};
     std::vector<Theorem32Row> t32 = theorem32_trend(Ns, 20, 0, seed * 13 + 6);
     std::vector<double> xs, ex, bt, x32, e32;
-    std::FILE* c32 = open_csv(dir + "/theorem32.csv");
-    std::fprintf(c32, "N,excess,excess_sd,trK_over_N,sqrt_trK_over_N\n");
+    TextOut c32(dir + "/theorem32.csv");
+    c32.printf("N,excess,excess_sd,trK_over_N,sqrt_trK_over_N\n");
     for (auto& r : t32) {
         xs.push_back(r.N);
         ex.push_back(r.excess);
         bt.push_back(r.bound_term);
         if (r.N >= 32) { x32.push_back(r.N); e32.push_back(r.excess); }
-        std::fprintf(c32, "%d,%.6g,%.6g,%.6g,%.6g\n", r.N, r.excess, r.excess_sd, r.trK_over_N, r.bound_term);
+        c32.printf("%d,%.6g,%.6g,%.6g,%.6g\n", r.N, r.excess, r.excess_sd, r.trK_over_N, r.bound_term);
     }
-    std::fclose(c32);
+    c32.commit();
     LinePlot q;
     q.title = strfmt("R6: Theorem 3.2, excess loss vs N (slope %.2f for N >= 32)", loglog_slope(x32, e32));
     q.xlabel = "demonstration tokens N";
@@ -131,15 +126,15 @@ int cmd_features(const Cli& cli) {
     std::vector<PrfRow> rows = prf_convergence(drs, seeds, seed);
     std::printf("R2: positive random features (i.i.d. omega), d_i=8 d_k=d_o=4 N=16, mean relative error over %d draws per d_r\n", seeds);
     std::printf("  %8s %12s %12s %12s %10s\n", "d_r", "A_u", "output", "dual y", "sd(output)");
-    std::FILE* csv = open_csv(dir + "/features.csv");
-    std::fprintf(csv, "dr,err_Au,err_out,err_y,sd_out\n");
+    TextOut csv(dir + "/features.csv");
+    csv.printf("dr,err_Au,err_out,err_y,sd_out\n");
     std::vector<double> x, a, o, y, ref;
     for (auto& r : rows) {
         std::printf("  %8d %12.4g %12.4g %12.4g %10.3g\n", r.dr, r.err_Au, r.err_out, r.err_y, r.sd_out);
-        std::fprintf(csv, "%d,%.6g,%.6g,%.6g,%.6g\n", r.dr, r.err_Au, r.err_out, r.err_y, r.sd_out);
+        csv.printf("%d,%.6g,%.6g,%.6g,%.6g\n", r.dr, r.err_Au, r.err_out, r.err_y, r.sd_out);
         x.push_back(r.dr); a.push_back(r.err_Au); o.push_back(r.err_out); y.push_back(r.err_y);
     }
-    std::fclose(csv);
+    csv.commit();
     for (double d : x) ref.push_back(a[0] * std::sqrt(x[0] / d));
     const double sa = loglog_slope(x, a), so = loglog_slope(x, o), sy = loglog_slope(x, y);
     std::printf("  log-log slopes: A_u %.3f, output %.3f, dual y %.3f   (expected about -0.5)\n", sa, so, sy);
@@ -330,18 +325,17 @@ int cmd_experiment(const Cli& cli) {
     std::map<std::string, std::vector<double>> curves_mean;
     std::map<std::string, std::vector<double>> curves_steps;
     nlohmann::json jruns = nlohmann::json::array(), jrefs = nlohmann::json::object();
-    std::FILE* runs_csv = nullptr;
-    std::FILE* curves_csv = nullptr;
+    std::optional<TextOut> runs_csv, curves_csv;  // written after every run (not when retabulating)
     if (retab) {
         read_runs(dir, seeds, results, curves_mean, curves_steps, jruns);
     } else {
-        runs_csv = open_csv(dir + "/runs.csv");
-        std::fprintf(runs_csv, "model,noise,family,config,seed,params,test_nmse,final_train_loss,seconds\n");
-        curves_csv = open_csv(dir + "/curves.csv");
-        std::fprintf(curves_csv, "model,noise,family,config,seed,step,val_nmse\n");
+        runs_csv.emplace(dir + "/runs.csv");
+        runs_csv->printf("model,noise,family,config,seed,params,test_nmse,final_train_loss,seconds\n");
+        curves_csv.emplace(dir + "/curves.csv");
+        curves_csv->printf("model,noise,family,config,seed,step,val_nmse\n");
     }
-    std::FILE* refs_csv = open_csv(dir + "/references.csv");
-    std::fprintf(refs_csv, "noise,reference,nmse\n");
+    TextOut refs_csv(dir + "/references.csv");
+    refs_csv.printf("noise,reference,nmse\n");
     Progress progress(total, 1);
     int done = 0;
     std::map<double, RegReference> refs;
@@ -371,7 +365,7 @@ int cmd_experiment(const Cli& cli) {
         for (auto [nm, v] : std::vector<std::pair<std::string, double>>{{"zero predictor", ref.zero}, {"OLS", ref.ols},
                                                                           {"one GD step, optimal eta", ref.gd}, {"(d+1)/(N+d+1)", ref.gd_theory},
                                                                           {"best hand-built smoother", ref.smoother}})
-            std::fprintf(refs_csv, "%g,%s,%.6g\n", noise, nm.c_str(), v);
+            refs_csv.printf("%g,%s,%.6g\n", noise, nm.c_str(), v);
         jrefs[strfmt("%g", noise)] = {{"zero", ref.zero}, {"ols", ref.ols}, {"gd", ref.gd}, {"gd_theory", ref.gd_theory},
                                       {"smoother", ref.smoother}, {"smoother_b", ref.smoother_b}, {"smoother_c", ref.smoother_c}};
         for (const Config& c : configs)
@@ -407,7 +401,7 @@ int cmd_experiment(const Cli& cli) {
                         if (step % eval_every == 0 || step == steps) {
                             ro.steps.push_back(step);
                             ro.val.push_back(eval_nmse(m, val, task.d));
-                            std::fprintf(curves_csv, "%s,%g,%s,%s,%d,%d,%.6g\n", model.c_str(), noise, c.family.c_str(), c.name.c_str(), sd + 1, step,
+                            curves_csv->printf("%s,%g,%s,%s,%d,%d,%.6g\n", model.c_str(), noise, c.family.c_str(), c.name.c_str(), sd + 1, step,
                                          ro.val.back());
                         }
                         if (step == steps) break;
@@ -425,10 +419,10 @@ int cmd_experiment(const Cli& cli) {
                     auto& cm = curves_mean[key];
                     if (cm.empty()) { cm.assign(ro.val.size(), 0.0); curves_steps[key] = ro.steps; }
                     for (size_t i = 0; i < ro.val.size(); i++) cm[i] += ro.val[i] / seeds;
-                    std::fprintf(runs_csv, "%s,%g,%s,%s,%d,%lld,%.6g,%.6g,%.1f\n", model.c_str(), noise, c.family.c_str(), c.name.c_str(), sd + 1,
+                    runs_csv->printf("%s,%g,%s,%s,%d,%lld,%.6g,%.6g,%.1f\n", model.c_str(), noise, c.family.c_str(), c.name.c_str(), sd + 1,
                                  (long long)m.params(), ro.test_nmse, ro.train_loss, ro.seconds);
-                    std::fflush(runs_csv);
-                    std::fflush(curves_csv);
+                    runs_csv->commit();
+                    curves_csv->commit();
                     jruns.push_back({{"model", model}, {"noise", noise}, {"family", c.family}, {"config", c.name}, {"seed", sd + 1},
                                      {"test_nmse", ro.test_nmse}, {"seconds", ro.seconds}});
                     progress.update(done++, ro.test_nmse, (double)B * task.T() * steps / ro.seconds, strfmt("%s noise %g %s seed %d: test nMSE %.4f", model.c_str(), noise, c.name.c_str(), sd + 1,
@@ -436,9 +430,9 @@ int cmd_experiment(const Cli& cli) {
                 }
     }
     progress.finish();
-    if (runs_csv) std::fclose(runs_csv);
-    if (curves_csv) std::fclose(curves_csv);
-    std::fclose(refs_csv);
+    if (runs_csv) runs_csv->commit();
+    if (curves_csv) curves_csv->commit();
+    refs_csv.commit();
     // every (model, noise, configuration) has all its seeds (a --retabulate of a different run is refused)
     for (const std::string& model : models)
         for (double noise : noises)
@@ -449,8 +443,8 @@ int cmd_experiment(const Cli& cli) {
                                 seeds, model.c_str(), noise, c.name.c_str()));
             }
     // ---- the table: mean ± std over seeds, beside the references --------------------------------------------------
-    std::FILE* tab = open_csv(dir + "/table.csv");
-    std::fprintf(tab, "model,noise,family,config,seeds,mean,std,median,min,max,delta_vs_baseline,better_than_baseline,handbuilt_smoother,spec_prediction\n");
+    TextOut tab(dir + "/table.csv");
+    tab.printf("model,noise,family,config,seeds,mean,std,median,min,max,delta_vs_baseline,better_than_baseline,handbuilt_smoother,spec_prediction\n");
     md += strfmt("In-context linear regression, d=%d, N=%d; normalized MSE = MSE/d on %d fresh test prompts; mean ± std over %d seeds, "
                  "%d steps of Adam (lr %g, batch %d).\n\n", task.d, task.N, ntest, seeds, steps, lr, B);
     for (double noise : noises) {
@@ -481,7 +475,7 @@ int cmd_experiment(const Cli& cli) {
                 const double med = sorted.empty() ? NAN : sorted.size() % 2 ? sorted[sorted.size() / 2]
                                                                              : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
                 const double hb = c.family == "negative" ? neg_refs[strfmt("%g|%s", noise, c.name.c_str())] : c.family == "baseline" ? r.smoother : NAN;
-                std::fprintf(tab, "%s,%g,%s,%s,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g\n", model.c_str(), noise, c.family.c_str(), c.name.c_str(),
+                tab.printf("%s,%g,%s,%s,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g\n", model.c_str(), noise, c.family.c_str(), c.name.c_str(),
                              v.size(), mean, sd, med, mn, mx, mean - m0, better, hb, c.spec_pred);
                 md += c.family == "baseline" ? strfmt(" %.4f ± %.4f | %.4f | | |", mean, sd, med)
                                              : strfmt(" %.4f ± %.4f | %.4f | %+.4f | %d/%zu |", mean, sd, med, mean - m0, better, v.size());
@@ -492,7 +486,7 @@ int cmd_experiment(const Cli& cli) {
         }
         md += "\n";
     }
-    std::fclose(tab);
+    tab.commit();
     // ---- learning curves: one plot per (model, noise, group), mean over seeds, with the plain run and references.
     // Groups: the regularized and augmented families, and the negative family split by neighbour rule (<= 6 curves each).
     std::vector<std::string> pngs;

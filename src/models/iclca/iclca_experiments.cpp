@@ -243,9 +243,8 @@ int cmd_e1(const Cli& cli) {
         sizes.push_back(*it);
     }
     std::string dir = subcommand_run_dir(cli, "iclca", "e1");
-    std::FILE* csv = std::fopen((dir + "/table.csv").c_str(), "w");
-    if (!csv) fail("cannot write " + dir + "/table.csv");
-    std::fprintf(csv, "size,params,L,C,NH,M,N,trials,relerr_fp32,relerr_fp64,relerr_noicl_fp32\n");
+    TextOut csv(dir + "/table.csv");
+    csv.printf("size,params,L,C,NH,M,N,trials,relerr_fp32,relerr_fp64,relerr_noicl_fp32\n");
     std::printf("E1 exactness: relerr = ||L_prompted[M:] - L_converted||_F / ||L_prompted[M:]||_F, mean over %d random pairs, M=%d N=%d\n",
                 trials, M, N);
     std::printf("%-6s %12s %14s %14s %16s   paper (fp32)\n", "size", "params", "fp32", "fp64", "no-ICL (fp32)");
@@ -266,11 +265,11 @@ int cmd_e1(const Cli& cli) {
         }
         std::printf("%-6s %12lld %14.3g %14.3g %16.3g   %s\n", sz.name.c_str(), (long long)c.num_params(), e32, e64, en, paper.at(sz.name).c_str());
         std::fflush(stdout);
-        std::fprintf(csv, "%s,%lld,%d,%d,%d,%d,%d,%d,%.4g,%.4g,%.4g\n", sz.name.c_str(), (long long)c.num_params(), c.L, c.C, c.NH, M, N, trials,
+        csv.printf("%s,%lld,%d,%d,%d,%d,%d,%d,%.4g,%.4g,%.4g\n", sz.name.c_str(), (long long)c.num_params(), c.L, c.C, c.NH, M, N, trials,
                      e32, e64, en);
         rows.push_back({{"size", sz.name}, {"params", c.num_params()}, {"relerr_fp32", e32}, {"relerr_fp64", e64}, {"relerr_noicl", en}});
     }
-    std::fclose(csv);
+    csv.commit();
     write_file_atomic(dir + "/summary.json", nlohmann::json{{"experiment", "e1"}, {"rows", rows}, {"flags", cli_json(cli.values())}}.dump(2) + "\n");
     std::printf("wrote %s/{table.csv,summary.json}\n", dir.c_str());
     return 0;
@@ -445,18 +444,17 @@ int cmd_e4(const Cli& cli) {
                 source.c_str(), gc.L, gc.C, gc.NH, hs, orf ? "orthogonal (ORF)" : "i.i.d. (PRF)", M, N, trials);
     std::printf("  %-22s %12s %12s\n", "model", "restart@0", "offset@M");
     std::printf("  %-22s %12.4g %12.4g\n", "M_old,noICL", e_none_re, e_none_off);
-    std::FILE* csv = std::fopen((dir + "/table.csv").c_str(), "w");
-    if (!csv) fail("cannot write " + dir + "/table.csv");
-    std::fprintf(csv, "m,relerr_converted_restart,relerr_converted_offset,relerr_noicl_restart,relerr_noicl_offset\n");
+    TextOut csv(dir + "/table.csv");
+    csv.printf("m,relerr_converted_restart,relerr_converted_offset,relerr_noicl_restart,relerr_noicl_offset\n");
     nlohmann::json rows = nlohmann::json::array();
     std::vector<double> xs;
     for (size_t k = 0; k < ms.size(); k++) {
         std::printf("  M_new,noICL m=%-9lld %12.4g %12.4g\n", (long long)ms[k], e_conv_re[k], e_conv_off[k]);
-        std::fprintf(csv, "%lld,%.6g,%.6g,%.6g,%.6g\n", (long long)ms[k], e_conv_re[k], e_conv_off[k], e_none_re, e_none_off);
+        csv.printf("%lld,%.6g,%.6g,%.6g,%.6g\n", (long long)ms[k], e_conv_re[k], e_conv_off[k], e_none_re, e_none_off);
         rows.push_back({{"m", ms[k]}, {"relerr_converted_restart", e_conv_re[k]}, {"relerr_converted_offset", e_conv_off[k]}});
         xs.push_back((double)ms[k]);
     }
-    std::fclose(csv);
+    csv.commit();
     LinePlot p;
     p.title = strfmt("E4: ICLAA (Performer) on a softmax GPT, M=%d N=%d", M, N);
     p.xlabel = "random features m";
@@ -491,8 +489,8 @@ int cmd_bench(const Cli& cli) {
                 c.NH, omp_get_max_threads());
     std::printf("  %6s | %14s %14s %12s | %14s %14s %12s | %10s\n", "M", "prompted ms/tok", "prefill ms", "act. MiB", "converted ms/tok",
                 "state KiB", "act. MiB", "convert ms");
-    std::FILE* csv = std::fopen((dir + "/inference.csv").c_str(), "w");
-    std::fprintf(csv, "M,gen,prompted_ms_per_token,prompted_prefill_ms,prompted_act_MiB,converted_ms_per_token,converted_act_MiB,state_KiB,convert_ms\n");
+    TextOut csv(dir + "/inference.csv");
+    csv.printf("M,gen,prompted_ms_per_token,prompted_prefill_ms,prompted_act_MiB,converted_ms_per_token,converted_act_MiB,state_KiB,convert_ms\n");
     const double state_kib = (double)c.L * c.NH * c.hs() * (c.hs() + 1) * 4 / 1024.0;
     for (int64_t M : Ms) {
         std::vector<int> prompt(M), input = {1};
@@ -529,10 +527,10 @@ int cmd_bench(const Cli& cli) {
         std::printf("  %6lld | %14.3f %14.1f %12.2f | %14.3f %14.1f %12.2f | %10.1f\n", (long long)M, prompted_ms, t_prefill * 1e3, act_p, conv_ms,
                     state_kib, act_c, t_conv * 1e3);
         std::fflush(stdout);
-        std::fprintf(csv, "%lld,%d,%.4f,%.3f,%.3f,%.4f,%.3f,%.2f,%.3f\n", (long long)M, gen, prompted_ms, t_prefill * 1e3, act_p, conv_ms, act_c,
+        csv.printf("%lld,%d,%.4f,%.3f,%.3f,%.4f,%.3f,%.2f,%.3f\n", (long long)M, gen, prompted_ms, t_prefill * 1e3, act_p, conv_ms, act_c,
                      state_kib, t_conv * 1e3);
     }
-    std::fclose(csv);
+    csv.commit();
     // (b) training-form throughput vs the softmax GPT, B = 1, forward + backward
     std::printf("bench (b): training step (forward+backward, B=1) tokens/s, kernel LM vs softmax GPT (same L, C, NH)\n");
     std::printf("  %6s | %13s %9s | %13s %9s | %9s %9s %9s %6s | %9s %9s %6s\n", "T", "kernel tok/s", "ms/step", "softmax tok/s",
@@ -540,8 +538,8 @@ int cmd_bench(const Cli& cli) {
     std::printf("  (GF/s, forward: kattn = kernel attention with the nominal chunked-form flops (full 64x64 blocks), causal = the\n"
                 "   same time with only the causal half of each block counted, matmul = all of the model's matmul forwards,\n"
                 "   ratio = causal / matmul; backward: kernel attention (causal count) and matmul backwards, and their ratio)\n");
-    std::FILE* csv2 = std::fopen((dir + "/training.csv").c_str(), "w");
-    std::fprintf(csv2, "T,kernel_tokens_per_s,kernel_ms,gpt_tokens_per_s,gpt_ms,kattn_fwd_gflops,matmul_fwd_gflops,kattn_fwd_causal_gflops,"
+    TextOut csv2(dir + "/training.csv");
+    csv2.printf("T,kernel_tokens_per_s,kernel_ms,gpt_tokens_per_s,gpt_ms,kattn_fwd_gflops,matmul_fwd_gflops,kattn_fwd_causal_gflops,"
                        "kattn_bwd_causal_gflops,matmul_bwd_gflops\n");
     for (int64_t T : Ts) {
         Rng br(2);
@@ -583,10 +581,10 @@ int cmd_bench(const Cli& cli) {
         std::printf("  %6lld | %13.0f %9.2f | %13.0f %9.2f | %9.1f %9.1f %9.1f %6.2f | %9.1f %9.1f %6.2f\n", (long long)T, T / tk, tk * 1e3,
                     T / tg, tg * 1e3, kgf, kgf_causal, mgf, kgf_causal / mgf, kgf_bwd, mgf_bwd, kgf_bwd / mgf_bwd);
         std::fflush(stdout);
-        std::fprintf(csv2, "%lld,%.1f,%.3f,%.1f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", (long long)T, T / tk, tk * 1e3, T / tg, tg * 1e3, kgf, mgf,
+        csv2.printf("%lld,%.1f,%.3f,%.1f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", (long long)T, T / tk, tk * 1e3, T / tg, tg * 1e3, kgf, mgf,
                      kgf_causal, kgf_bwd, mgf_bwd);
     }
-    std::fclose(csv2);
+    csv2.commit();
     std::printf("wrote %s/{inference.csv,training.csv}\n", dir.c_str());
     return 0;
 }

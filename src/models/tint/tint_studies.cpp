@@ -107,9 +107,8 @@ int cmd_lm(const Cli& cli) {
     arms.push_back({"dyn-all", {g.L, 1}});
     std::printf("tint lm: %s, %d dev + %d test windows of %d bytes; TinT K=%d D=%d eps=%g; eta grid chosen per arm and fraction on dev\n",
                 text.path.c_str(), n_dev, n_test, T, c.K(), c.D(), c.eps);
-    std::FILE* csv = std::fopen((dir + "/table.csv").c_str(), "w");
-    if (!csv) fail("cannot write " + dir + "/table.csv");
-    std::fprintf(csv, "method,k,s,frac,eta,ppl_dev,ppl_test,ppl_vanilla_test\n");
+    TextOut csv(dir + "/table.csv");
+    csv.printf("method,k,s,frac,eta,ppl_dev,ppl_test,ppl_vanilla_test\n");
     std::map<std::string, std::vector<double>> table;  // arm label -> test ppl per fraction
     std::vector<double> vanilla;
     nlohmann::json jrows = nlohmann::json::array();
@@ -123,15 +122,15 @@ int cmd_lm(const Cli& cli) {
             double best = INFINITY, best_eta = etas[0];
             for (double eta : etas) {
                 double p = evaluate(a.method, dev, a.b.k, a.b.s, eta, ntr).second;
-                std::fprintf(csv, "%s,%d,%d,%.2f,%g,%.5f,,\n", a.method.c_str(), a.b.k, a.b.s, frac, eta, p);
+                csv.printf("%s,%d,%d,%.2f,%g,%.5f,,\n", a.method.c_str(), a.b.k, a.b.s, frac, eta, p);
                 if (p < best) { best = p; best_eta = eta; }
             }
             auto pt = evaluate(a.method, test, a.b.k, a.b.s, best_eta, ntr);
             van = pt.first;
             const std::string label = a.method + strfmt(" (%d,%d)", a.b.k, a.b.s);
             table[label].push_back(pt.second);
-            std::fprintf(csv, "%s,%d,%d,%.2f,%g,%.5f,%.5f,%.5f\n", a.method.c_str(), a.b.k, a.b.s, frac, best_eta, best, pt.second, pt.first);
-            std::fflush(csv);
+            csv.printf("%s,%d,%d,%.2f,%g,%.5f,%.5f,%.5f\n", a.method.c_str(), a.b.k, a.b.s, frac, best_eta, best, pt.second, pt.first);
+            csv.commit();
             jrows.push_back({{"method", a.method}, {"k", a.b.k}, {"s", a.b.s}, {"frac", frac}, {"eta", best_eta}, {"ppl_test", pt.second},
                              {"ppl_vanilla", pt.first}});
             done++;
@@ -141,7 +140,7 @@ int cmd_lm(const Cli& cli) {
         }
         vanilla.push_back(van);
     }
-    std::fclose(csv);
+    csv.commit();
     std::printf("\nperplexity on the test part of %d windows (bytes; lower is better), by training fraction:\n\n  %-20s", n_test, "");
     for (double f : fracs) std::printf(" %8.0f%%", 100 * f);
     std::printf("\n  %-20s", "vanilla");
@@ -353,9 +352,8 @@ int cmd_fewshot(const Cli& cli) {
                 "mapping to the classes a coin per episode (chance = 50%%); TinT K=%d D=%d eps=%g\n"
                 "the auxiliary model reads the class: %.1f%% zero-shot with its pretraining label words\n",
                 n_demos, n_dev, n_test, c.K(), c.D(), c.eps, 100 * reads_class);
-    std::FILE* csv = std::fopen((dir + "/table.csv").c_str(), "w");
-    if (!csv) fail("cannot write " + dir + "/table.csv");
-    std::fprintf(csv, "method,format,loss,k,s,eta,acc_dev,acc_dev_cal,acc_test,acc_test_cal,acc_test_before,acc_test_before_cal\n");
+    TextOut csv(dir + "/table.csv");
+    csv.printf("method,format,loss,k,s,eta,acc_dev,acc_dev_cal,acc_test,acc_test_cal,acc_test_before,acc_test_before_cal\n");
     nlohmann::json jrows = nlohmann::json::array();
     Acc zero, icl;  // before any update: Single = the eval example alone (block mask), Multi = plain ICL
     std::vector<std::string> lines;
@@ -367,7 +365,7 @@ int cmd_fewshot(const Cli& cli) {
         double best = -1, best_cal = -1, eta_u = etas[0], eta_c = etas[0];
         for (double eta : etas) {
             Acc d = run_arm(a.method, a.single, a.label, a.b, eta, dev);
-            std::fprintf(csv, "%s,%s,%d,%d,%g,%.4f,%.4f,,,,\n", a.method.c_str(), fmt(a).c_str(), a.b.k, a.b.s, eta, d.after, d.after_cal);
+            csv.printf("%s,%s,%d,%d,%g,%.4f,%.4f,,,,\n", a.method.c_str(), fmt(a).c_str(), a.b.k, a.b.s, eta, d.after, d.after_cal);
             if (d.after > best) { best = d.after; eta_u = eta; }
             if (d.after_cal > best_cal) { best_cal = d.after_cal; eta_c = eta; }
         }
@@ -375,9 +373,9 @@ int cmd_fewshot(const Cli& cli) {
         Acc tc = eta_c == eta_u ? tu : run_arm(a.method, a.single, a.label, a.b, eta_c, test);
         if (a.single) zero = tu;
         else icl = tu;
-        std::fprintf(csv, "%s,%s,%d,%d,%g/%g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", a.method.c_str(), fmt(a).c_str(), a.b.k, a.b.s, eta_u, eta_c, best, best_cal,
+        csv.printf("%s,%s,%d,%d,%g/%g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", a.method.c_str(), fmt(a).c_str(), a.b.k, a.b.s, eta_u, eta_c, best, best_cal,
                      tu.after, tc.after_cal, tu.before, tu.before_cal);
-        std::fflush(csv);
+        csv.commit();
         auto se = [&](double p) { return 100 * std::sqrt(p * (1 - p) / n_test); };
         lines.push_back(strfmt("  %-10s %-7s %-6s (%d,%d) | eta %-6g %5.1f%% ± %4.1f | eta %-6g %5.1f%% ± %4.1f", a.method == "tint" ? "TinT" : "dyn. eval",
                                a.single ? "Single" : "Multi", a.label ? "label" : "full", a.b.k, a.b.s, eta_u, 100 * tu.after, se(tu.after), eta_c,
@@ -389,7 +387,7 @@ int cmd_fewshot(const Cli& cli) {
         std::fprintf(stderr, "  [%zu/%zu] %s  elapsed %.0fs eta %.0fs\n", ai + 1, arms.size(), lines.back().c_str() + 2, el,
                      el / (ai + 1) * (arms.size() - ai - 1));
     }
-    std::fclose(csv);
+    csv.commit();
     std::printf("\naccuracy on %d test episodes (η chosen on %d dev episodes; ± = binomial standard error):\n\n", n_test, n_dev);
     std::printf("  %-31s | %-24s | %-24s\n", "", "uncalibrated", "calibrated");
     std::printf("  %-31s | %16.1f%%        | %16.1f%%\n  %-31s | %16.1f%%        | %16.1f%%\n", "zero-shot (eval example alone)", 100 * zero.before,
@@ -474,9 +472,8 @@ int cmd_eps(const Cli& cli) {
     };
     std::vector<double> E = {1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5};
     std::vector<double> ln64, ln32, up64, up32;
-    std::FILE* csv = std::fopen((dir + "/eps.csv").c_str(), "w");
-    if (!csv) fail("cannot write " + dir + "/eps.csv");
-    std::fprintf(csv, "eps,ln_bwd_fp64,ln_bwd_fp32,k1_update_fp64,k1_update_fp32\n");
+    TextOut csv(dir + "/eps.csv");
+    csv.printf("eps,ln_bwd_fp64,ln_bwd_fp32,k1_update_fp64,k1_update_fp32\n");
     std::printf("tint eps: relative errors vs the finite-difference step ε (auxiliary %s model L=%d d=%d; k=1 update vs exact SGD on the\n"
                 "top layer's TinT-trainable tensors except β1)\n\n  %8s %14s %14s %16s %16s\n",
                 g.act.c_str(), g.L, g.C, "eps", "LN bwd fp64", "LN bwd fp32", "k=1 update fp64", "k=1 update fp32");
@@ -493,9 +490,9 @@ int cmd_eps(const Cli& cli) {
         up64.push_back(grad_err(o.params[0]));
         up32.push_back(grad_err(o32.params[0]));
         std::printf("  %8.0e %14.3e %14.3e %16.3e %16.3e\n", e, ln64.back(), ln32.back(), up64.back(), up32.back());
-        std::fprintf(csv, "%g,%.4e,%.4e,%.4e,%.4e\n", e, ln64.back(), ln32.back(), up64.back(), up32.back());
+        csv.printf("%g,%.4e,%.4e,%.4e,%.4e\n", e, ln64.back(), ln32.back(), up64.back(), up32.back());
     }
-    std::fclose(csv);
+    csv.commit();
     LinePlot p;
     p.title = "TinT: error of the finite-difference backward vs eps";
     p.xlabel = "finite-difference step eps";
@@ -510,8 +507,8 @@ int cmd_eps(const Cli& cli) {
     // the simulated k = L update (ε -> 0) vs exact SGD, on every TinT-trainable tensor and on β of the top LN1
     std::printf("\nerror vs attention hardness (W_Q scaled; k = L = %d, eps = 1e-6 so that only the attention approximation remains):\n\n", g.L);
     std::printf("  %8s %14s %16s %16s\n", "W_Q x", "1 - max attn", "all trainable", "top-layer beta1");
-    std::FILE* csv2 = std::fopen((dir + "/hardness.csv").c_str(), "w");
-    std::fprintf(csv2, "wq_scale,one_minus_max_attn,err_all,err_beta1\n");
+    TextOut csv2(dir + "/hardness.csv");
+    csv2.printf("wq_scale,one_minus_max_attn,err_all,err_beta1\n");
     std::vector<double> hx, hy, hb;
     for (double h : {1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0}) {
         GPT<double> a(g, Device::cpu, seed);
@@ -556,9 +553,9 @@ int cmd_eps(const Cli& cli) {
         hy.push_back(std::sqrt(n / z));
         hb.push_back(std::sqrt(nb / zb));
         std::printf("  %8g %14.3e %16.3e %16.3e\n", h, hx.back(), hy.back(), hb.back());
-        std::fprintf(csv2, "%g,%.4e,%.4e,%.4e\n", h, hx.back(), hy.back(), hb.back());
+        csv2.printf("%g,%.4e,%.4e,%.4e\n", h, hx.back(), hy.back(), hb.back());
     }
-    std::fclose(csv2);
+    csv2.commit();
     LinePlot q;
     q.title = "TinT: update error vs attention hardness (W_Q scaled up)";
     q.xlabel = "1 - mean max attention weight";
