@@ -77,21 +77,14 @@ int run_main(int argc, char** argv) {
     cli.flag_switch("--tf32", "cuda: let cuBLAS use TF32 tensor cores in model/cgt/kernels (bench gemm shows both)");
     cli.flag("--threads", "0", "OpenMP threads (0 = the OpenMP default, i.e. all cores)");
     cli.flag("--reps", std::to_string(defaults.reps), "timed runs per measurement; the median is reported");
-    cli.flag("--layers", "6", "model: blocks L");
-    cli.flag("--width", "384", "model: width C");
-    cli.flag("--heads", "6", "model: heads");
     cli.flag("--vocab", "256", "model: vocabulary V");
     cli.flag("--seq", "256", "model: sequence length T");
     cli.flag("--batch", "8", "model: batch B");
-    cli.flag("--ell", "4", "cgt: dual blocks ℓ (default: min(4, L−1))");
-    cli.flag("--dy", "128", "cgt: y-stream width d_y");
-    cli.flag("--heads-y", "2", "cgt: y-stream heads");
-    cli.flag("--rank", "4", "cgt: generator rank r");
-    cli.flag("--templates", "16", "cgt: generator templates M");
-    cli.flag("--horizon", "64", "cgt: aux horizon Δ (default: min(64, T−2))");
-    cli.flag("--eta", "0.5", "cgt: main CE weight η (1−η on the aux loss)");
-    cli.flag("--wC", "0.08", "cgt: R_C weight");
-    cli.flag("--wD", "0.04", "cgt: R_D weight");
+    // the models' own flags, spelled as in train_gpt / train_cgt (model: the GPT; cgt: its x stream is that GPT)
+    CGTFlagDefaults cd;
+    cd.layers = "6"; cd.width = "384"; cd.heads = "6"; cd.attn_mods = false;
+    cd.ell = "4"; cd.dy = "128"; cd.heads_y = "2"; cd.rank = "4"; cd.templates = "16"; cd.horizon = "64";
+    add_cgt_flags(cli, cd);
     cli.preset("gpt2-small", "the GPT-2 small shape: L=12 C=768 NH=12 V=50257 T=1024 B=8 (a GPU job)",
                {{"--layers", "12"}, {"--width", "768"}, {"--heads", "12"}, {"--vocab", "50257"}, {"--seq", "1024"}, {"--batch", "8"}});
     cli.epilog("subcommands (none given: run them all):\n" + list +
@@ -107,29 +100,24 @@ int run_main(int argc, char** argv) {
     opt.dev = parse_device(cli.get("--device"));
     require_device(opt.dev);
     set_tf32(cli.get_bool("--tf32"));
-    opt.model.L = (int)cli.get_int("--layers", 1, 1000);
-    opt.model.C = (int)cli.get_int("--width", 1, 1 << 16);
-    opt.model.NH = (int)cli.get_int("--heads", 1, 1 << 16);
     opt.model.V = (int)cli.get_int("--vocab", 1, 1 << 24);
     opt.seq = (int)cli.get_int("--seq", 1, 1 << 20);
     opt.batch = (int)cli.get_int("--batch", 1, 1 << 20);
     opt.model.maxT = opt.seq;
+    opt.model = gpt_config_from_cli(cli, opt.model);
     opt.model.validate();
-    CGTConfig& cc = opt.cgt;
-    cc.L = opt.model.L; cc.dx = opt.model.C; cc.NHx = opt.model.NH; cc.V = opt.model.V; cc.maxT = opt.seq;
-    // the default ℓ = 4 follows a smaller --layers down, keeping one modulated block (and `bench model --layers 2`
-    // is not refused over a CGT flag)
-    cc.ell = cli.given("--ell") ? (int)cli.get_int("--ell", 0, cc.L) : std::min(std::max(cc.L - 1, 0), (int)cli.get_int("--ell", 0));
-    cc.dy = (int)cli.get_int("--dy", 0, 1 << 16);
-    cc.NHy = (int)cli.get_int("--heads-y", 1, 1 << 16);
-    cc.r = (int)cli.get_int("--rank", 1, 1 << 16);
-    cc.M = (int)cli.get_int("--templates", 1, 1 << 16);
+    // the CGT: its x stream is `model`; the default ℓ = 4 follows a smaller --layers down, keeping one modulated
+    // block (so `bench model --layers 2` is not refused over a CGT flag), and the default Δ = 64 a shorter --seq
+    CGTConfig cc;
+    cc.V = opt.model.V;
+    cc.maxT = opt.seq;
+    cc = cgt_config_from_cli(cli, cc);
+    if (!cli.given("--ell")) cc.ell = std::min(std::max(cc.L - 1, 0), cc.ell);
     cc.validate();
-    opt.cgt_loss.horizon = cli.given("--horizon") ? (int)cli.get_int("--horizon", 0, std::max(0, opt.seq - 2))
-                                                   : std::min((int)cli.get_int("--horizon", 0), std::max(0, opt.seq - 2));
-    opt.cgt_loss.eta = cli.get_double("--eta", 0, 1);
-    opt.cgt_loss.wC = cli.get_double("--wC", 0);
-    opt.cgt_loss.wD = cli.get_double("--wD", 0);
+    opt.cgt = cc;
+    opt.cgt_loss = cgt_loss_from_cli(cli, cc);
+    if (!cli.given("--horizon")) opt.cgt_loss.horizon = std::min(opt.cgt_loss.horizon, std::max(0, opt.seq - 2));
+    else if (opt.cgt_loss.horizon > std::max(0, opt.seq - 2)) fail_usage(strfmt("--horizon: must be in [0, %d], got %d", std::max(0, opt.seq - 2), opt.cgt_loss.horizon));
 
     std::vector<const Subcommand*> chosen;
     for (const std::string& a : cli.args()) {

@@ -3,9 +3,10 @@
 //   --model gpt   the baseline GPT's cross-entropy (or MSE) loss
 //   --model cgt   the CGT's full loss η·CE + (1−η)·L_aux + w_C·R_C + w_D·R_D (+ β·KL with --vae), the aux pass at
 //                 fixed positions p_b (drawn once from --seed) and fixed VAE noise (spec/cgt.md §7.12)
-// --compare cpu,cuda instead compares two devices (src/models/compare_devices.h): the same parameters and batch,
+// --devices cpu,cuda instead compares two devices (src/models/compare_devices.h): the same parameters and batch,
 // one forward + backward on the CPU (fp64 reference, or --ref fp32) and one on the GPU (fp32, TF32 off), every
-// activation and gradient side by side. `--compare cpu,cpu` runs the comparison against CPU fp32 (no GPU needed).
+// activation and gradient side by side. `--devices cpu,cpu` runs the comparison against CPU fp32 (no GPU needed).
+// The model flags are the models' own (models/gpt.h, models/cgt/cgt.h), spelled as in train_gpt and train_cgt.
 #include <cmath>
 #include <cstdio>
 
@@ -23,36 +24,27 @@ namespace {
 
 int run(int argc, char** argv) {
     Cli cli("gradcheck", "Compare a model's backward pass with fp64 central finite differences, tensor by tensor (tiny config); "
-                         "or, with --compare cpu,cuda, the CPU and the GPU on one forward + backward.");
+                         "or, with --devices cpu,cuda, the CPU and the GPU on one forward + backward.");
     cli.flag("--model", "gpt", "model to check: gpt | cgt");
     cli.flag("--task", "arith", "input/output kind: arith (tokens, cross-entropy) | linreg (vectors, MSE) | random (random tokens, --vocab)");
     cli.flag("--vocab", "64", "random: vocabulary size");
-    cli.flag("--compare", "", "cpu,cuda: compare every activation and gradient of one step on the two devices instead "
+    cli.flag("--devices", "", "cpu,cuda: compare every activation and gradient of one step on the two devices instead "
                               "(cpu,cpu: against CPU fp32); exits 1 if any tensor is over tolerance");
-    cli.flag("--ref", "fp64", "--compare: precision of the CPU reference: fp64 | fp32");
-    cli.flag("--layers", "2", "blocks");
-    cli.flag("--width", "12", "width C");
-    cli.flag("--heads", "3", "heads");
+    cli.renamed("--compare", "--devices");
+    cli.flag("--ref", "fp64", "--devices: precision of the CPU reference: fp64 | fp32");
     cli.flag("--batch", "2", "sequences");
     cli.flag("--seq", "7", "sequence length T (arith: a window of the generated sequence)");
     cli.flag("--seed", "1", "random seed for parameters and data");
     cli.flag("--h", "1e-5", "finite-difference step");
-    cli.flag("--atol", "1e-8", "absolute tolerance (--compare: default 1e-5)");
-    cli.flag("--rtol", "1e-6", "relative tolerance (--compare: default 1e-3)");
+    cli.flag("--atol", "1e-8", "absolute tolerance (--devices: default 1e-5)");
+    cli.flag("--rtol", "1e-6", "relative tolerance (--devices: default 1e-3)");
     cli.flag("--max-per-tensor", "0", "check at most this many elements per tensor (0 = all)");
     cli.flag("--threads", "0", "CPU threads (0 = OpenMP default)");
-    cli.flag("--ell", "1", "cgt: dual blocks ℓ (blocks ℓ..L−1 are modulated)");
-    cli.flag("--dy", "4", "cgt: y-stream width d_y");
-    cli.flag("--heads-y", "2", "cgt: y-stream heads");
-    cli.flag("--rank", "2", "cgt: generator rank r");
-    cli.flag("--templates", "3", "cgt: generator templates M");
-    cli.flag("--mix", "tanh", "cgt: mixing nonlinearity h: tanh | softmax");
-    cli.flag("--eta", "0.5", "cgt: weight of the main CE (1−η on the aux loss)");
-    cli.flag("--horizon", "0", "cgt: aux horizon Δ (0 = the whole remainder)");
-    cli.flag("--wC", "0.3", "cgt: R_C weight");
-    cli.flag("--wD", "0.2", "cgt: R_D weight");
-    cli.flag("--vae", "0", "cgt: 1 = VAE y (reparameterized, fixed noise) with the GP-prior KL");
-    cli.flag("--beta", "0.1", "cgt: KL weight (with --vae 1)");
+    // the models' own flags (gpt: --layers --width --heads; cgt: those of its x stream and its own)
+    CGTFlagDefaults cd;
+    cd.layers = "2"; cd.width = "12"; cd.heads = "3"; cd.attn_mods = false;
+    cd.ell = "1"; cd.dy = "4"; cd.heads_y = "2"; cd.rank = "2"; cd.templates = "3"; cd.wc = "0.3"; cd.wd = "0.2"; cd.beta = "0.1";
+    add_cgt_flags(cli, cd);
     if (!cli.parse(argc, argv)) return 0;
     apply_threads(cli);
     const std::string model_kind = cli.get_choice("--model", {"gpt", "cgt"});
@@ -61,18 +53,18 @@ int run(int argc, char** argv) {
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
     const double h = cli.get_double("--h", 1e-12, 1);
     // tolerances: the flag when given, else the mode's default (finite differences in fp64 | fp32 vs fp64)
-    const bool comparing = !cli.get("--compare").empty();
+    const bool comparing = !cli.get("--devices").empty();
     const double atol = cli.given("--atol") || !comparing ? cli.get_double("--atol", 0) : 1e-5;
     const double rtol = cli.given("--rtol") || !comparing ? cli.get_double("--rtol", 0) : 1e-3;
 
-    // --compare: two devices instead of finite differences
-    const std::string compare = cli.get("--compare");
+    // --devices: two devices instead of finite differences
+    const std::string compare = cli.get("--devices");
     Device cmp_dev = Device::cpu;
     bool ref_fp64 = true;
     if (!compare.empty()) {
         const size_t comma = compare.find(',');
         if (comma == std::string::npos || compare.substr(0, comma) != "cpu")
-            fail_usage("--compare: expected cpu,cuda or cpu,cpu (the reference is the CPU), got '" + compare + "'");
+            fail_usage("--devices: expected cpu,cuda or cpu,cpu (the reference is the CPU), got '" + compare + "'");
         cmp_dev = parse_device(compare.substr(comma + 1));
         require_device(cmp_dev);
         ref_fp64 = cli.get_choice("--ref", {"fp64", "fp32"}) == "fp64";
@@ -80,9 +72,7 @@ int run(int argc, char** argv) {
     }
 
     GPTConfig cfg;
-    cfg.L = (int)cli.get_int("--layers", 1, 64);
-    cfg.C = (int)cli.get_int("--width", 1, 4096);
-    cfg.NH = (int)cli.get_int("--heads", 1, 4096);
+    cfg = gpt_config_from_cli(cli, cfg);
     cfg.maxT = T;
     Rng rng(seed + 7);
     Batch bt;
@@ -136,7 +126,7 @@ int run(int argc, char** argv) {
             auto make_cmp = [&] { return GPT<float>(cfg, cmp_dev, seed); };
             rows = ref_fp64 ? compare_models([&] { return GPT<double>(cfg, Device::cpu, seed); }, make_cmp)
                             : compare_models([&] { return GPT<float>(cfg, Device::cpu, seed); }, make_cmp);
-            title = strfmt("gradcheck --compare %s: gpt on %s, L=%d C=%d NH=%d V=%d B=%d T=%d, one forward + backward\n"
+            title = strfmt("gradcheck --devices %s: gpt on %s, L=%d C=%d NH=%d V=%d B=%d T=%d, one forward + backward\n"
                            "reference: %s   compared: %s   parameters: the same, N(0, %.3g^2)",
                            compare.c_str(), task.c_str(), cfg.L, cfg.C, cfg.NH, cfg.V, bt.B, bt.T, ref_desc.c_str(), cmp_desc.c_str(), pstd);
         } else {
@@ -148,21 +138,10 @@ int run(int argc, char** argv) {
         }
     } else {
         CGTConfig cc;
-        cc.L = cfg.L; cc.dx = cfg.C; cc.NHx = cfg.NH; cc.V = cfg.V; cc.maxT = cfg.maxT; cc.d_in = cfg.d_in; cc.d_out = cfg.d_out;
-        cc.ell = (int)cli.get_int("--ell", 0, cfg.L);
-        cc.dy = (int)cli.get_int("--dy", 0, 4096);
-        cc.NHy = (int)cli.get_int("--heads-y", 1, 4096);
-        cc.r = (int)cli.get_int("--rank", 1, 4096);
-        cc.M = (int)cli.get_int("--templates", 1, 4096);
-        cc.h = cli.get_choice("--mix", {"tanh", "softmax"}) == "tanh" ? MixFn::tanh : MixFn::softmax;
-        cc.vae = cli.get_int("--vae", 0, 1) == 1;
+        cc.V = cfg.V; cc.maxT = cfg.maxT; cc.d_in = cfg.d_in; cc.d_out = cfg.d_out;
+        cc = cgt_config_from_cli(cli, cc);
         cc.validate();
-        CGTLoss loss;
-        loss.eta = cli.get_double("--eta", 0, 1);
-        loss.horizon = (int)cli.get_int("--horizon", 0, 1 << 20);
-        loss.wC = cli.get_double("--wC", 0);
-        loss.wD = cli.get_double("--wD", 0);
-        loss.beta = cc.vae ? cli.get_double("--beta", 0) : 0.0;
+        const CGTLoss loss = cgt_loss_from_cli(cli, cc);
         // fixed aux positions p_b ∈ [2, T−1] (or [2, T−Δ]) and fixed VAE noise: the loss is a function of θ alone
         const int hi = loss.horizon > 0 ? bt.T - loss.horizon : bt.T - 1;
         std::vector<int> aux_p;
@@ -185,7 +164,7 @@ int run(int argc, char** argv) {
             auto make_cmp = [&] { CGT<float> m(cc, cmp_dev, seed); setup(m); return m; };
             rows = ref_fp64 ? compare_models([&] { CGT<double> m(cc, Device::cpu, seed); setup(m); return m; }, make_cmp)
                             : compare_models([&] { CGT<float> m(cc, Device::cpu, seed); setup(m); return m; }, make_cmp);
-            title = strfmt("gradcheck --compare %s: %s, one forward + backward\nreference: %s   compared: %s   parameters: the same, N(0, %.3g^2)",
+            title = strfmt("gradcheck --devices %s: %s, one forward + backward\nreference: %s   compared: %s   parameters: the same, N(0, %.3g^2)",
                            compare.c_str(), what.c_str(), ref_desc.c_str(), cmp_desc.c_str(), pstd);
         } else {
             CGT<double> model(cc, Device::cpu, seed);

@@ -14,6 +14,7 @@
 #include "engine/common.h"
 #include "engine/device.h"
 #include "models/iclca/iclca_experiments.h"
+#include "models/iclca/kernel_lm.h"
 
 using namespace icl;
 
@@ -34,12 +35,8 @@ void register_flags(Cli& cli) {
     add_subcommands(cli, kSubcommands);
     cli.flag("--task", "induction", "train: induction | text");
     cli.flag("--data", "", "train --task text: a text file (bytes)");
-    cli.flag("--layers", "2", "blocks L");
-    cli.flag("--width", "64", "width C");
-    cli.flag("--heads", "4", "heads (C/heads must be even)");
+    add_kernel_lm_flags(cli);  // --layers --width --heads --bias --eps (models/iclca/kernel_lm.h); e4's GPT reads the first three
     cli.flag("--seq", "128", "training sequence length T (e2: prompt M = input N = T/2)");
-    cli.flag("--bias", "1", "1: trainable b_KV, b_D (zero init); 0: none");
-    cli.flag("--eps", "1e-6", "denominator epsilon");
     cli.flag("--warmup", "50", "learning-rate warm-up steps");
     cli.flag("--weight-decay", "0.01", "AdamW weight decay (matrices)");
     cli.flag("--eval-every", "250", "evaluate every N steps");

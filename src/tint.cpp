@@ -13,6 +13,7 @@
 #include "engine/cli.h"
 #include "engine/common.h"
 #include "engine/device.h"
+#include "models/gpt.h"
 #include "models/tint/tint_experiments.h"
 
 using namespace icl;
@@ -37,9 +38,7 @@ void register_flags(Cli& cli) {
     cli.flag("--task", "text", "train: text (bytes of --data) | fewshot (the synthetic labelled task)");
     cli.flag("--data", kDefaultText, "text: a text file (bytes); 10% at the end is validation");
     cli.flag("--act", "relu", "auxiliary MLP activation: relu (OPT) | gelu (GPT-2)");
-    cli.flag("--layers", "4", "auxiliary blocks L");
-    cli.flag("--width", "48", "auxiliary width d (divisible by --S)");
-    cli.flag("--heads", "3", "auxiliary heads");
+    add_gpt_flags(cli, {"4", "48", "3", false});  // the auxiliary model is the engine's GPT (width divisible by --S)
     cli.flag("--seq", "64", "auxiliary positions T (= the evaluation window of lm; the context of fewshot)");
     cli.flag("--init-std", "0.3", "check/eps/bench without --load: a random auxiliary model, weights N(0, std)");
     cli.flag("--warmup", "100", "train: learning-rate warm-up steps");

@@ -20,24 +20,7 @@ namespace {
 void register_flags(Cli& cli) {
     add_common_flags(cli, {"300", "16", "1e-3", "1"});
     add_task_flags(cli);
-    cli.flag("--layers", "4", "transformer blocks L");
-    cli.flag("--ell", "3", "ℓ: blocks 1..ℓ are dual-stream, y^ℓ modulates blocks ℓ+1..L (0 = baseline GPT)");
-    cli.flag("--dx", "64", "x-stream width d_x");
-    cli.flag("--dy", "32", "y-stream width d_y (0 = baseline GPT)");
-    cli.flag("--heads", "4", "x heads H_x (must divide d_x)");
-    cli.flag("--heads-y", "2", "y heads H_y (must divide d_y)");
-    cli.flag("--rank", "4", "generator rank r");
-    cli.flag("--templates", "8", "generator templates per operator M");
-    cli.flag("--mix", "tanh", "generator mixing h: tanh | softmax");
-    cli.flag("--eta", "0.5", "η: weight of the main CE (1−η on the aux loss; 1 = no aux)");
-    cli.flag("--horizon", "0", "aux horizon Δ (0 = whole remainder)");
-    cli.flag("--wc", "0.08", "w_C: continuity regularizer weight");
-    cli.flag("--wd", "0.04", "w_D: decorrelation regularizer weight");
-    cli.flag_switch("--vae", "VAE variant: log-variance head, sampled y, KL against the GP prior");
-    cli.flag("--beta", "0.01", "VAE KL weight β");
-    cli.flag("--nu-K", "0.03", "GP prior: ν_K (𝒦 = ν_K·I + (1−ν_K)·RBF)");
-    cli.flag("--lambda", "0.1", "GP prior: RBF length λ as a fraction of the sequence length");
-    add_attn_mod_flags(cli);  // the x stream's attention (models/attn_mod.h, spec/duallens.md §4)
+    add_cgt_flags(cli);  // the model and its loss (models/cgt/cgt.h); the x stream's flags are the GPT's
     add_task_shape_flags(cli);
     add_train_flags(cli);
     cli.set_default("--eval-batches", "2");
@@ -50,55 +33,55 @@ void register_flags(Cli& cli) {
     cli.flag("--eval-seqs", "256", "sequences of the final evaluation (a fixed set, the same for every run)");
     cli.flag("--freeze-k", "5,10", "linreg: frozen-y curves after these many in-context samples");
     cli.preset("tiny", "a seconds-long smoke run on the arithmetic task",
-               {{"--steps", "20"}, {"--layers", "2"}, {"--ell", "1"}, {"--dx", "32"}, {"--dy", "16"}, {"--heads", "2"}, {"--heads-y", "1"},
+               {{"--steps", "20"}, {"--layers", "2"}, {"--ell", "1"}, {"--width", "32"}, {"--dy", "16"}, {"--heads", "2"}, {"--heads-y", "1"},
                 {"--rank", "2"}, {"--templates", "4"}, {"--batch", "4"}, {"--eval-every", "10"}, {"--horizon", "10"}});
     cli.preset("arith", "ICL-mini (spec §5.4.3): CPU-sized arithmetic, L=4 ℓ=3 d_x=64 d_y=32",
                {{"--task", "arith"}, {"--n-tasks", "2"}, {"--digits", "1"}, {"--steps", "2000"}, {"--layers", "4"}, {"--ell", "3"},
-                {"--dx", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"},
+                {"--width", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"},
                 {"--batch", "32"}, {"--horizon", "10"}});
     cli.preset("linreg", "LR-mini (spec §5.4.2): d_in=4, 16 pairs, L=4 ℓ=3 d_x=64 d_y=32",
                {{"--task", "linreg"}, {"--d-in", "4"}, {"--pairs", "16"}, {"--steps", "3000"}, {"--layers", "4"}, {"--ell", "3"},
-                {"--dx", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"}});
+                {"--width", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"}});
     cli.preset("paper-icl", "the paper's ICL config (L=6 ℓ=4 d_x=112 d_y=64 H 7/4 r=4 M=16; a GPU job)",
-               {{"--task", "arith"}, {"--steps", "400000"}, {"--layers", "6"}, {"--ell", "4"}, {"--dx", "112"}, {"--dy", "64"}, {"--heads", "7"},
+               {{"--task", "arith"}, {"--steps", "400000"}, {"--layers", "6"}, {"--ell", "4"}, {"--width", "112"}, {"--dy", "64"}, {"--heads", "7"},
                 {"--heads-y", "4"}, {"--rank", "4"}, {"--templates", "16"}, {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"},
                 {"--weight-decay", "1e-8"}, {"--horizon", "10"}, {"--eval-every", "5000"}});
     cli.preset("paper-linreg", "the paper's LR config (L=8 ℓ=7 d_x=128 d_y=64 r=4 M=8; d_in=16, 64 pairs; a GPU job)",
                {{"--task", "linreg"}, {"--d-in", "16"}, {"--pairs", "64"}, {"--steps", "400000"}, {"--layers", "8"}, {"--ell", "7"},
-                {"--dx", "128"}, {"--dy", "64"}, {"--heads", "8"}, {"--heads-y", "4"}, {"--rank", "4"}, {"--templates", "8"},
+                {"--width", "128"}, {"--dy", "64"}, {"--heads", "8"}, {"--heads-y", "4"}, {"--rank", "4"}, {"--templates", "8"},
                 {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"}, {"--weight-decay", "1e-8"}, {"--eval-every", "5000"}});
     cli.preset("paper-text", "the paper's text config: mixtures cut in [256,384] (spec §4.3), L=12 ℓ=8 d_x=128 d_y=128 r=4 M=16, 512 tokens, "
                "w_C=0.04 w_D=0.02; add --data DIR and --tokenizer FILE (bpe train --vocab 8000); a GPU job",
                {{"--task", "mix"}, {"--seq", "512"}, {"--l-start", "256"}, {"--l-finish", "384"}, {"--steps", "400000"}, {"--layers", "12"},
-                {"--ell", "8"}, {"--dx", "128"}, {"--dy", "128"}, {"--heads", "8"}, {"--heads-y", "8"}, {"--rank", "4"}, {"--templates", "16"},
+                {"--ell", "8"}, {"--width", "128"}, {"--dy", "128"}, {"--heads", "8"}, {"--heads-y", "8"}, {"--rank", "4"}, {"--templates", "16"},
                 {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"}, {"--wc", "0.04"}, {"--wd", "0.02"}, {"--eval-every", "5000"}});
     cli.preset("icl-mini", "Table 1 on the CPU: ICL-mini (1 digit, 2 tasks × 4 examples, L=4 ℓ=2 d_x=64 d_y=32), "
                "baseline / η=1 / aux / aux+reg × 3 seeds (31 minutes on 2 cores)",
                {{"--task", "arith"}, {"--n-tasks", "2"}, {"--n-ex", "4"}, {"--digits", "1"}, {"--steps", "2000"}, {"--layers", "4"}, {"--ell", "2"},
-                {"--dx", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"},
+                {"--width", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"},
                 {"--horizon", "10"}, {"--eval-every", "250"}, {"--compare", "baseline,eta1,aux,aux-reg"}, {"--seeds", "3"}, {"--eval-seqs", "512"}});
     cli.preset("icl-table1", "Table 1 at paper size (L=6 ℓ=4 d_x=112 d_y=64, 3 digits, 4 tasks × 4 examples, 400k steps, 6 seeds; a GPU job)",
-               {{"--task", "arith"}, {"--steps", "400000"}, {"--layers", "6"}, {"--ell", "4"}, {"--dx", "112"}, {"--dy", "64"}, {"--heads", "7"},
+               {{"--task", "arith"}, {"--steps", "400000"}, {"--layers", "6"}, {"--ell", "4"}, {"--width", "112"}, {"--dy", "64"}, {"--heads", "7"},
                 {"--heads-y", "4"}, {"--rank", "4"}, {"--templates", "16"}, {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"},
                 {"--weight-decay", "1e-8"}, {"--horizon", "10"}, {"--eval-every", "5000"}, {"--compare", "baseline,eta1,aux,aux-reg"},
                 {"--seeds", "6"}, {"--eval-seqs", "10240"}});
     cli.preset("lr-mini", "LR-mini (spec §5.4.2): d_in=4, 16 pairs, L=4 ℓ=3; baseline / η=1 / aux+reg; error-vs-samples curves with frozen y",
-               {{"--task", "linreg"}, {"--d-in", "4"}, {"--pairs", "16"}, {"--steps", "3000"}, {"--layers", "4"}, {"--ell", "3"}, {"--dx", "64"},
+               {{"--task", "linreg"}, {"--d-in", "4"}, {"--pairs", "16"}, {"--steps", "3000"}, {"--layers", "4"}, {"--ell", "3"}, {"--width", "64"},
                 {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "64"},
                 {"--eval-every", "500"}, {"--compare", "baseline,eta1,aux-reg"}, {"--freeze-k", "3,5,8"}, {"--eval-seqs", "1024"}});
     cli.preset("vae-mini", "VAE β sweep on ICL-mini (β = 1e-4, 1e-3, 0.01, 0.1; the paper used 0.01–1): accuracies, representation metrics, y spectra",
                {{"--task", "arith"}, {"--n-tasks", "2"}, {"--n-ex", "4"}, {"--digits", "1"}, {"--steps", "2000"}, {"--layers", "4"}, {"--ell", "2"},
-                {"--dx", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"},
+                {"--width", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"},
                 {"--horizon", "10"}, {"--eval-every", "250"}, {"--compare", "vae:0.0001,vae:0.001,vae:0.01,vae:0.1"}, {"--eval-seqs", "512"}});
     cli.preset("text-mini", "text mixtures of the fortune corpus (tools/prep_fortunes → out/fortunes), bytes, 128 tokens, cut in [48,80]; "
                "baseline / aux / aux+reg (w_C=0.04 w_D=0.02)",
                {{"--task", "mix"}, {"--data", "out/fortunes"}, {"--seq", "128"}, {"--l-start", "48"}, {"--l-finish", "80"}, {"--steps", "2000"},
-                {"--layers", "4"}, {"--ell", "3"}, {"--dx", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"},
+                {"--layers", "4"}, {"--ell", "3"}, {"--width", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"},
                 {"--templates", "8"}, {"--batch", "32"}, {"--horizon", "32"}, {"--wc", "0.04"}, {"--wd", "0.02"}, {"--eval-every", "250"},
                 {"--compare", "baseline,aux,aux-reg"}});
     cli.preset("make-run", "what `make run` trains: ICL-mini, baseline / η=1 / aux+reg, one seed each (≤ 10 minutes on 2 cores)",
                {{"--task", "arith"}, {"--n-tasks", "2"}, {"--n-ex", "4"}, {"--digits", "1"}, {"--steps", "1500"}, {"--layers", "4"}, {"--ell", "2"},
-                {"--dx", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"},
+                {"--width", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"},
                 {"--horizon", "10"}, {"--eval-every", "250"}, {"--compare", "baseline,eta1,aux-reg"}, {"--eval-seqs", "512"}});
     cli.epilog(
         "examples:\n"
@@ -127,32 +110,14 @@ int run(int argc, char** argv) {
     // the model and its losses
     CGTConfig cfg;
     task.configure(cfg);
-    cfg.L = (int)cli.get_int("--layers", 1, 1000);
-    cfg.ell = (int)cli.get_int("--ell", 0, 1000);
-    cfg.dx = (int)cli.get_int("--dx", 1, 1 << 16);
-    cfg.dy = (int)cli.get_int("--dy", 0, 1 << 16);
-    cfg.NHx = (int)cli.get_int("--heads", 1, 1 << 16);
-    cfg.NHy = (int)cli.get_int("--heads-y", 1, 1 << 16);
-    cfg.r = (int)cli.get_int("--rank", 1, 4096);
-    cfg.M = (int)cli.get_int("--templates", 1, 4096);
-    cfg.h = cli.get_choice("--mix", {"tanh", "softmax"}) == "tanh" ? MixFn::tanh : MixFn::softmax;
-    cfg.vae = cli.get_bool("--vae");
-    cfg.mod = attn_mods_from_cli(cli);
-    if (cli.has_value("--load"))
-        for (const char* f : attn_mod_flag_names())
-            if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from --load; drop the flag");
-    if (cli.has_value("--load"))
-        cfg = checkpoint_config<CGTConfig>(cli, task, "cgt", {"--layers", "--ell", "--dx", "--dy", "--heads", "--heads-y", "--rank",
-                                                              "--templates", "--mix", "--vae", "--max-T"});
+    cfg = cgt_config_from_cli(cli, cfg);
+    if (cli.has_value("--load")) {
+        for (const std::string& f : given_arch_flags(cli, {}))
+            fail_usage(f + ": the architecture comes from --load; drop the flag");
+        cfg = checkpoint_config<CGTConfig>(cli, task, "cgt", cgt_arch_flag_names());
+    }
     cfg.validate();
-    CGTLoss ls;
-    ls.eta = cli.get_double("--eta", 0, 1);
-    ls.horizon = (int)cli.get_int("--horizon", 0, 1 << 20);
-    ls.wC = cli.get_double("--wc", 0, 1e6);
-    ls.wD = cli.get_double("--wd", 0, 1e6);
-    ls.beta = cfg.vae ? cli.get_double("--beta", 0, 1e6) : 0.0;
-    ls.nu_K = cli.get_double("--nu-K", 1e-6, 1);
-    ls.lambda = cli.get_double("--lambda", 1e-6, 1e3);
+    const CGTLoss ls = cgt_loss_from_cli(cli, cfg);
     if (ls.eta < 1 && (ls.horizon > 0 ? T - ls.horizon < 2 : T < 3))
         fail_usage(strfmt("--horizon: %d leaves no aux start position in a sequence of %d inputs", ls.horizon, T));
     const bool fold = cli.get_bool("--fold");
@@ -166,13 +131,7 @@ int run(int argc, char** argv) {
         // several variants × seeds, then the comparison table (models/cgt_experiment.h)
         if (fold) fail_usage("--fold: not with --compare");
         if (cli.has_value("--load")) fail_usage("--load: not with --compare (each variant trains from scratch)");
-        std::vector<std::string> names;
-        for (size_t a = 0; a <= compare.size();) {
-            size_t b = compare.find(',', a);
-            if (b == std::string::npos) b = compare.size();
-            if (b > a) names.push_back(compare.substr(a, b - a));
-            a = b + 1;
-        }
+        const std::vector<std::string> names = cli.get_list("--compare");
         if (names.empty()) fail_usage("--compare: no variant named");
         return cgt_compare(cli, names, cfg, ls, dev, threads);
     }

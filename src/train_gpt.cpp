@@ -17,10 +17,7 @@ namespace {
 void register_flags(Cli& cli) {
     add_common_flags(cli, {"300", "16", "1e-3", "1"});
     add_task_flags(cli);
-    cli.flag("--layers", "4", "transformer blocks L");
-    cli.flag("--width", "128", "model width C");
-    cli.flag("--heads", "4", "attention heads (must divide the width)");
-    add_attn_mod_flags(cli);
+    add_gpt_flags(cli);  // --layers --width --heads and the attention modifications (models/gpt.h)
     add_task_shape_flags(cli);
     add_train_flags(cli);
     cli.flag("--sample", "200", "text: bytes to sample after training (0 = none)");
@@ -66,14 +63,12 @@ int run(int argc, char** argv) {
     // the model
     GPTConfig cfg;
     task.configure(cfg);
-    cfg.L = (int)cli.get_int("--layers", 1, 1000);
-    cfg.C = (int)cli.get_int("--width", 1, 1 << 16);
-    cfg.NH = (int)cli.get_int("--heads", 1, 1 << 16);
-    cfg.mod = attn_mods_from_cli(cli);
-    if (cli.has_value("--load"))
-        for (const char* f : attn_mod_flag_names())
-            if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from --load; drop the flag");
-    if (cli.has_value("--load")) cfg = checkpoint_config<GPTConfig>(cli, task, "gpt", {"--layers", "--width", "--heads", "--max-T"});
+    cfg = gpt_config_from_cli(cli, cfg);
+    if (cli.has_value("--load")) {
+        for (const std::string& f : given_arch_flags(cli, {}))
+            fail_usage(f + ": the architecture comes from --load; drop the flag");
+        cfg = checkpoint_config<GPTConfig>(cli, task, "gpt", {"--layers", "--width", "--heads", "--max-T"});
+    }
     cfg.validate();
     const int n_sample = (int)cli.get_int("--sample", 0, 1 << 20);
     const double temperature = cli.get_double("--temperature", 0, 100);

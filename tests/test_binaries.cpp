@@ -44,6 +44,11 @@ TEST_CASE("bad flags: one line naming the problem, exit code 2") {
         {"train_gpt --device tpu", "--device: expected cpu or cuda"},
         {"gradcheck --task nope", "--task: expected one of"},
         {"bench --reps 0", "--reps"},
+        // old spellings of the model flags: one line naming the new one (models/*: add_<model>_flags)
+        {"train_cgt --dx 32", "--dx: renamed --width"},
+        {"gradcheck --model cgt --wC 0.1", "--wC: renamed --wc"},
+        {"bench cgt --wD 0.1", "--wD: renamed --wd"},
+        {"gradcheck --compare cpu,cpu", "--compare: renamed --devices"},
     };
     for (auto& c : cases) {
         Result r = run(c.cmd);

@@ -113,7 +113,7 @@ Batch arith_window(int B, int T, uint64_t seed) {
     return bt;
 }
 
-// The random parameters' scale for width C: 0.3 at C = 12, shrinking as 1/√C (gradcheck --compare's choice).
+// The random parameters' scale for width C: 0.3 at C = 12, shrinking as 1/√C (gradcheck --devices's choice).
 double param_std(int C) { return 0.3 * std::sqrt(12.0 / std::max(C, 12)); }
 
 // Every row of a device comparison within tolerance (the table is printed on failure).
@@ -812,14 +812,14 @@ TEST_CASE("cuda models: a checkpoint saved on one device loads on the other" * G
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("cuda binaries: gradcheck --compare cpu,cuda passes on the GPT and the CGT" * GPU_CASE) {
+TEST_CASE("cuda binaries: gradcheck --devices cpu,cuda passes on the GPT and the CGT" * GPU_CASE) {
     REQUIRE_GPU();
-    Run g = run_bin("gradcheck --compare cpu,cuda --width 48 --heads 4 --batch 3 --seq 40");
+    Run g = run_bin("gradcheck --devices cpu,cuda --width 48 --heads 4 --batch 3 --seq 40");
     CAPTURE(g.out);
     CAPTURE(g.err);
     CHECK(g.code == 0);
     CHECK(g.out.find("all ") != std::string::npos);
-    Run c = run_bin("gradcheck --compare cpu,cuda --model cgt --layers 3 --ell 1 --width 24 --dy 8 --seq 30 --batch 3 --vae 1 --horizon 5");
+    Run c = run_bin("gradcheck --devices cpu,cuda --model cgt --layers 3 --ell 1 --width 24 --dy 8 --seq 30 --batch 3 --vae --horizon 5");
     CAPTURE(c.out);
     CHECK(c.code == 0);
 }
@@ -917,18 +917,18 @@ TEST_CASE("npydiff: identical dumps pass; a perturbed, a missing, an extra and a
     std::filesystem::remove_all(b);
 }
 
-TEST_CASE("gradcheck --compare: cpu,cpu passes; cpu,cuda without a GPU or CUDA says why") {
-    Run r = run_bin("gradcheck --compare cpu,cpu");
+TEST_CASE("gradcheck --devices: cpu,cpu passes; cpu,cuda without a GPU or CUDA says why") {
+    Run r = run_bin("gradcheck --devices cpu,cpu");
     CAPTURE(r.out);
     CAPTURE(r.err);
     CHECK(r.code == 0);
     CHECK(r.out.find("reference: CPU fp64") != std::string::npos);
     CHECK(r.out.find("grad.h.1.attn.qkv.w") != std::string::npos);
-    Run bad = run_bin("gradcheck --compare gpu,cpu");
+    Run bad = run_bin("gradcheck --devices gpu,cpu");
     CHECK(bad.code == 2);
-    CHECK(bad.err.find("--compare: expected") != std::string::npos);
+    CHECK(bad.err.find("--devices: expected") != std::string::npos);
     if (!cuda_device_present()) {
-        Run c = run_bin("gradcheck --compare cpu,cuda");
+        Run c = run_bin("gradcheck --devices cpu,cuda");
         CHECK(c.code != 0);
         CHECK((c.err.find("built without CUDA") != std::string::npos || c.err.find("no usable CUDA device") != std::string::npos));
     }

@@ -6,7 +6,7 @@
 #  1. the machine (nvidia-smi, nvcc, git revision) and `make cuda`
 #  2. the CUDA test suite (every kernel against the CPU reference, whole models, checkpoints across devices),
 #     then the whole test suite from the CUDA build
-#  3. gradcheck --compare cpu,cuda: the GPT (tokens, vectors, a wide random-token case) and the CGT (VAE, aux pass)
+#  3. gradcheck --devices cpu,cuda: the GPT (tokens, vectors, a wide random-token case) and the CGT (VAE, aux pass)
 #  4. one step dumped on each device and compared with npydiff; a checkpoint trained on the GPU continued on the CPU
 #  5. bench --device cuda: cuBLAS TFLOP/s (fp32 and TF32), bandwidth-bound kernels vs copy bandwidth, GPT and CGT
 #     steps; the GPT-2 small shape with TF32 off and on
@@ -48,12 +48,12 @@ step env ICL_BIN_DIR=$B $B/test_icl -ts=cuda
 step env ICL_BIN_DIR=$B $B/test_icl
 
 # 3. CPU fp64 vs GPU fp32, every activation and gradient (TF32 always off here)
-step $B/gradcheck --compare cpu,cuda
-step $B/gradcheck --compare cpu,cuda --task linreg --seq 41 --width 32 --heads 4
-step $B/gradcheck --compare cpu,cuda --task random --vocab 1000 --layers 2 --width 128 --heads 4 --batch 4 --seq 200
-step $B/gradcheck --compare cpu,cuda --task random --vocab 50257 --layers 2 --width 768 --heads 12 --batch 2 --seq 256 --atol 1e-4
-step $B/gradcheck --compare cpu,cuda --model cgt
-step $B/gradcheck --compare cpu,cuda --model cgt --layers 3 --ell 1 --width 48 --heads 4 --dy 16 --seq 60 --batch 4 --vae 1 --horizon 8 --mix softmax
+step $B/gradcheck --devices cpu,cuda
+step $B/gradcheck --devices cpu,cuda --task linreg --seq 41 --width 32 --heads 4
+step $B/gradcheck --devices cpu,cuda --task random --vocab 1000 --layers 2 --width 128 --heads 4 --batch 4 --seq 200
+step $B/gradcheck --devices cpu,cuda --task random --vocab 50257 --layers 2 --width 768 --heads 12 --batch 2 --seq 256 --atol 1e-4
+step $B/gradcheck --devices cpu,cuda --model cgt
+step $B/gradcheck --devices cpu,cuda --model cgt --layers 3 --ell 1 --width 48 --heads 4 --dy 16 --seq 60 --batch 4 --vae --horizon 8 --mix softmax
 
 # 4. dumps and checkpoints across devices
 rm -rf out/bench_gpu/dump_cpu out/bench_gpu/dump_gpu

@@ -24,6 +24,16 @@ void Cli::flag(const std::string& name, const std::string& def, const std::strin
     flags_.push_back({name, def, help, false});
 }
 
+void Cli::flag_shared(const std::string& name, const std::string& def, const std::string& help) {
+    if (!has_flag(name)) flag(name, def, help);
+}
+
+bool Cli::has_flag(const std::string& name) const {
+    for (auto& f : flags_)
+        if (f.name == name) return true;
+    return false;
+}
+
 void Cli::flag_switch(const std::string& name, const std::string& help) {
     flag(name, "0", help);
     flags_.back().is_switch = true;
@@ -92,7 +102,11 @@ bool Cli::parse(const std::vector<std::string>& args) {
             given_["--preset"] = value;
             continue;
         }
-        if (!f) fail_usage("unknown flag '" + name + "' (see --help)");
+        if (!f) {
+            for (auto& r : renamed_)
+                if (r.first == name) fail_usage(name + ": renamed " + r.second + " (the same value, the spelling every binary now uses)");
+            fail_usage("unknown flag '" + name + "' (see --help)");
+        }
         if (f->is_switch) {
             if (has_eq) {
                 if (value == "1" || value == "true" || value == "yes") value = "1";
@@ -186,16 +200,44 @@ std::string Cli::get_choice(const std::string& name, const std::vector<std::stri
 
 std::vector<int64_t> Cli::get_int_list(const std::string& name, int64_t min, int64_t max) const {
     std::vector<int64_t> out;
-    std::string v = get(name);
-    if (v.empty()) return out;
-    std::stringstream ss(v);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
+    for (const std::string& item : get_list(name)) {
         char* end = nullptr;
-        long long x = std::strtoll(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0') fail_usage(name + ": expected comma-separated integers, got '" + v + "'");
+        errno = 0;
+        const long long x = std::strtoll(item.c_str(), &end, 10);
+        if (*end != '\0' || errno == ERANGE) fail_usage(name + ": expected comma-separated integers, got '" + get(name) + "'");
         if (x < min || x > max) fail_usage(strfmt("%s: value %lld out of range [%lld, %lld]", name.c_str(), x, (long long)min, (long long)max));
         out.push_back(x);
+    }
+    return out;
+}
+
+void Cli::renamed(const std::string& old_name, const std::string& new_name) { renamed_.emplace_back(old_name, new_name); }
+
+std::vector<std::string> Cli::get_list(const std::string& name) const {
+    std::vector<std::string> out;
+    const std::string v = get(name);
+    size_t a = 0;
+    while (a <= v.size() && !v.empty()) {
+        size_t b = v.find(',', a);
+        if (b == std::string::npos) b = v.size();
+        std::string item = v.substr(a, b - a);
+        if (item.empty()) fail_usage(name + ": empty item in the comma list '" + v + "'");
+        out.push_back(item);
+        a = b + 1;
+    }
+    return out;
+}
+
+std::vector<double> Cli::get_double_list(const std::string& name, double min, double max) const {
+    std::vector<double> out;
+    for (const std::string& item : get_list(name)) {
+        char* end = nullptr;
+        errno = 0;
+        const double d = std::strtod(item.c_str(), &end);
+        if (end == item.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(d))
+            fail_usage(name + ": expected comma-separated numbers, got '" + get(name) + "'");
+        if (d < min || d > max) fail_usage(strfmt("%s: value %s out of range [%g, %g]", name.c_str(), item.c_str(), min, max));
+        out.push_back(d);
     }
     return out;
 }

@@ -27,6 +27,10 @@ public:
     // Boolean switches: flag_switch("--fold", "…"): present = "1", absent = "0".
     void flag(const std::string& name, const std::string& def, const std::string& help);
     void flag_switch(const std::string& name, const std::string& help);
+    // A flag that several models' flag sets share (--layers of the GPT and the CGT's x stream): registered by the
+    // first set that asks, a no-op for the next.
+    void flag_shared(const std::string& name, const std::string& def, const std::string& help);
+    bool has_flag(const std::string& name) const;
     // Change a registered flag's default (binaries tune the shared flags).
     void set_default(const std::string& name, const std::string& def);
     // A named preset: a set of flag values applied before the command line.
@@ -34,6 +38,8 @@ public:
     // Allow positional arguments (e.g. subcommands); described in --help as `usage`.
     void positionals(const std::string& usage, int min_count, int max_count);
     void epilog(const std::string& text);  // extra text at the end of --help (examples)
+    // An old spelling of a flag: given on the command line, it is refused with one line naming the new one.
+    void renamed(const std::string& old_name, const std::string& new_name);
 
     // Parse. Returns false if --help was given (help already printed to stdout).
     bool parse(int argc, char** argv);
@@ -46,7 +52,10 @@ public:
     int64_t get_int(const std::string& name, int64_t min = INT64_MIN, int64_t max = INT64_MAX) const;
     double get_double(const std::string& name, double min = -1e308, double max = 1e308) const;
     std::string get_choice(const std::string& name, const std::vector<std::string>& choices) const;
+    // Comma lists ("a,b,c"; an empty value is the empty list; an empty item is refused).
+    std::vector<std::string> get_list(const std::string& name) const;
     std::vector<int64_t> get_int_list(const std::string& name, int64_t min = INT64_MIN, int64_t max = INT64_MAX) const;
+    std::vector<double> get_double_list(const std::string& name, double min = -1e308, double max = 1e308) const;
     const std::vector<std::string>& args() const { return positional_; }
     const std::string& program() const { return program_; }
     std::string preset_name() const { return preset_; }
@@ -63,6 +72,7 @@ private:
     std::string program_, summary_, usage_, epilog_;
     std::vector<Flag> flags_;
     std::vector<Preset> presets_;
+    std::vector<std::pair<std::string, std::string>> renamed_;
     std::map<std::string, std::string> given_, from_preset_;
     std::vector<std::string> positional_;
     int pos_min_ = 0, pos_max_ = 0;

@@ -80,6 +80,34 @@ TensorTable gpt_parameters(const GPTConfig& c) {
 }
 
 // ------------------------------------------------------------------------------------------------------
+// flags
+
+void add_gpt_flags(Cli& cli, const GPTFlagDefaults& d) {
+    cli.flag_shared("--layers", d.layers, "transformer blocks L");
+    cli.flag_shared("--width", d.width, "model width C (the CGT: its x stream's d_x)");
+    cli.flag_shared("--heads", d.heads, "attention heads (must divide the width)");
+    if (d.attn_mods && !cli.has_flag("--attn-mod")) add_attn_mod_flags(cli);
+}
+
+GPTConfig gpt_config_from_cli(const Cli& cli, GPTConfig c) {
+    c.L = (int)cli.get_int("--layers", 1, 1000);
+    c.C = (int)cli.get_int("--width", 1, 1 << 16);
+    c.NH = (int)cli.get_int("--heads", 1, 1 << 16);
+    if (cli.has_flag("--attn-mod")) c.mod = attn_mods_from_cli(cli);
+    return c;
+}
+
+std::vector<std::string> given_arch_flags(const Cli& cli, std::initializer_list<const char*> own) {
+    std::vector<std::string> out;
+    for (const char* f : own)
+        if (cli.has_flag(f) && cli.given(f)) out.push_back(f);
+    if (cli.has_flag("--attn-mod"))
+        for (const char* f : attn_mod_flag_names())
+            if (cli.given(f)) out.push_back(f);
+    return out;
+}
+
+// ------------------------------------------------------------------------------------------------------
 // model
 
 template <typename real>

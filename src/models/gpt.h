@@ -9,12 +9,14 @@
 // One definition for both devices (every layer call goes through src/layers/dispatch.h) and both
 // precisions (GPT<float> trains; GPT<double> is what the whole-model gradient check runs).
 #pragma once
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "data/batch.h"
+#include "engine/cli.h"
 #include "engine/rng.h"
 #include "models/block.h"
 #include "models/lm_io.h"
@@ -41,6 +43,18 @@ struct GPTConfig {
 
 // The parameter registry: every tensor of the model, once, as (name, shape, init, doc).
 TensorTable gpt_parameters(const GPTConfig& c);
+
+// The GPT's flags, spelled the same in every binary that builds one (the CGT's x stream is one): --layers --width
+// --heads, and the attention modifications (models/attn_mod.h) unless attn_mods is false.
+struct GPTFlagDefaults {
+    std::string layers = "4", width = "128", heads = "4";
+    bool attn_mods = true;
+};
+void add_gpt_flags(Cli& cli, const GPTFlagDefaults& d = {});
+// `base` (the task's V, d_in, d_out, maxT: Task::configure) with L, C, NH and the modifications from the flags.
+GPTConfig gpt_config_from_cli(const Cli& cli, GPTConfig base);
+// The architecture flags given on the command line (refused beside --load: the checkpoint holds the architecture).
+std::vector<std::string> given_arch_flags(const Cli& cli, std::initializer_list<const char*> own);
 
 template <typename real>
 struct GPT {

@@ -63,6 +63,64 @@ void CGTConfig::validate() const {
 
 int64_t CGTConfig::num_params() const { return cgt_parameters(*this).count(); }
 
+// ------------------------------------------------------------------------------------------------------
+// flags
+
+void add_cgt_flags(Cli& cli, const CGTFlagDefaults& d) {
+    add_gpt_flags(cli, {d.layers, d.width, d.heads, d.attn_mods});  // the x stream (its attention: --attn-mod, spec/duallens.md §4)
+    cli.renamed("--dx", "--width");
+    cli.flag("--ell", d.ell, "ℓ: blocks 1..ℓ are dual-stream, y^ℓ modulates blocks ℓ+1..L (0 = baseline GPT)");
+    cli.flag("--dy", d.dy, "y-stream width d_y (0 = baseline GPT)");
+    cli.flag("--heads-y", d.heads_y, "y heads H_y (must divide d_y)");
+    cli.flag("--rank", d.rank, "generator rank r");
+    cli.flag("--templates", d.templates, "generator templates per operator M");
+    cli.flag("--mix", "tanh", "generator mixing h: tanh | softmax");
+    cli.flag_switch("--vae", "VAE variant: log-variance head, sampled y, KL against the GP prior");
+    cli.flag("--eta", d.eta, "η: weight of the main CE (1−η on the aux loss; 1 = no aux)");
+    cli.flag("--horizon", d.horizon, "aux horizon Δ (0 = whole remainder)");
+    cli.flag("--wc", d.wc, "w_C: continuity regularizer weight");
+    cli.renamed("--wC", "--wc");
+    cli.flag("--wd", d.wd, "w_D: decorrelation regularizer weight");
+    cli.renamed("--wD", "--wd");
+    cli.flag("--beta", d.beta, "VAE KL weight β");
+    cli.flag("--nu-K", "0.03", "GP prior: ν_K (𝒦 = ν_K·I + (1−ν_K)·RBF)");
+    cli.flag("--lambda", "0.1", "GP prior: RBF length λ as a fraction of the sequence length");
+}
+
+CGTConfig cgt_config_from_cli(const Cli& cli, CGTConfig c) {
+    const GPTConfig x = gpt_config_from_cli(cli, c.x_config());
+    c.L = x.L;
+    c.dx = x.C;
+    c.NHx = x.NH;
+    c.mod = x.mod;
+    c.ell = (int)cli.get_int("--ell", 0, 1000);
+    c.dy = (int)cli.get_int("--dy", 0, 1 << 16);
+    c.NHy = (int)cli.get_int("--heads-y", 1, 1 << 16);
+    c.r = (int)cli.get_int("--rank", 1, 4096);
+    c.M = (int)cli.get_int("--templates", 1, 4096);
+    c.h = cli.get_choice("--mix", {"tanh", "softmax"}) == "tanh" ? MixFn::tanh : MixFn::softmax;
+    c.vae = cli.get_bool("--vae");
+    return c;
+}
+
+CGTLoss cgt_loss_from_cli(const Cli& cli, const CGTConfig& cfg) {
+    CGTLoss ls;
+    ls.eta = cli.get_double("--eta", 0, 1);
+    ls.horizon = (int)cli.get_int("--horizon", 0, 1 << 20);
+    ls.wC = cli.get_double("--wc", 0, 1e6);
+    ls.wD = cli.get_double("--wd", 0, 1e6);
+    ls.beta = cfg.vae ? cli.get_double("--beta", 0, 1e6) : 0.0;
+    ls.nu_K = cli.get_double("--nu-K", 1e-6, 1);
+    ls.lambda = cli.get_double("--lambda", 1e-6, 1e3);
+    return ls;
+}
+
+std::initializer_list<const char*> cgt_arch_flag_names() {
+    static const std::initializer_list<const char*> names = {"--layers", "--ell", "--width", "--dy", "--heads", "--heads-y", "--rank",
+                                                             "--templates", "--mix", "--vae", "--max-T"};
+    return names;
+}
+
 // The registry: the x-only GPT's tensors verbatim (names, shapes, init), then the y stream, generators, VAE head.
 TensorTable cgt_parameters(const CGTConfig& c) {
     TensorTable t = gpt_parameters(c.x_config());

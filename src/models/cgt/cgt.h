@@ -72,6 +72,23 @@ struct CGTLoss {
     double nu_K = 0.03, lambda = 0.1;  // GP prior: 𝒦 = ν_K·I + (1−ν_K)·RBF(λ·T tokens)
 };
 
+// The CGT's flags, spelled the same in every binary (train_cgt, gradcheck, bench): the x stream's GPT flags
+// (--layers --width --heads and the attention modifications, models/gpt.h), then --ell --dy --heads-y --rank
+// --templates --mix --vae and the loss: --eta --horizon --wc --wd --beta --nu-K --lambda. The old spellings
+// (--dx, --wC, --wD) are refused with a line naming the new one.
+struct CGTFlagDefaults {
+    std::string layers = "4", ell = "3", width = "64", dy = "32", heads = "4", heads_y = "2", rank = "4", templates = "8";
+    std::string eta = "0.5", horizon = "0", wc = "0.08", wd = "0.04", beta = "0.01";
+    bool attn_mods = true;  // the --attn-* flags of the x stream
+};
+void add_cgt_flags(Cli& cli, const CGTFlagDefaults& d = {});
+// `base` (the task's V, d_in, d_out, maxT) with the architecture from the flags; not validated (the caller may
+// still replace it with a checkpoint's).
+CGTConfig cgt_config_from_cli(const Cli& cli, CGTConfig base);
+CGTLoss cgt_loss_from_cli(const Cli& cli, const CGTConfig& cfg);
+// The CGT's architecture flags (refused beside --load).
+std::initializer_list<const char*> cgt_arch_flag_names();
+
 // FLOPs of one training step (forward + backward ≈ 3× forward for the matmul/attention work), by part.
 struct CGTFlops {
     double x_fwd = 0;       // main pass, x stream: projections, causal attention, head (= the x-only GPT's forward)

@@ -294,24 +294,10 @@ int cmd_experiment(const Cli& cli) {
     RegTask task;
     task.d = (int)cli.get_int("--dim", 1, 1000);
     task.N = (int)cli.get_int("--pairs", 1, 100000);
-    std::vector<std::string> models, fams;
-    std::vector<double> noises;
-    {
-        std::stringstream ss(cli.get("--models"));
-        for (std::string s; std::getline(ss, s, ',');) {
-            if (s != "m1" && s != "m2") fail_usage("--models: expected m1 and/or m2, got '" + s + "'");
-            models.push_back(s);
-        }
-        std::stringstream sf(cli.get("--families"));
-        for (std::string s; std::getline(sf, s, ',');) fams.push_back(s);
-        std::stringstream sn(cli.get("--noises"));
-        for (std::string s; std::getline(sn, s, ',');) {
-            char* end = nullptr;
-            const double v = std::strtod(s.c_str(), &end);
-            if (s.empty() || *end || !(v >= 0) || !std::isfinite(v)) fail_usage("--noises: expected non-negative numbers, got '" + s + "'");
-            noises.push_back(v);
-        }
-    }
+    const std::vector<std::string> models = cli.get_list("--models"), fams = cli.get_list("--families");
+    for (const std::string& m : models)
+        if (m != "m1" && m != "m2") fail_usage("--models: expected m1 and/or m2, got '" + m + "'");
+    const std::vector<double> noises = cli.get_double_list("--noises", 0, 1e300);
     if (models.empty() || noises.empty()) fail_usage("--models / --noises: empty list");
     if (width % heads) fail_usage(strfmt("--heads: must divide --width %d, got %d", width, heads));
     const std::vector<Config> configs = sweep(fams);

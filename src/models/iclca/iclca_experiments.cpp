@@ -53,17 +53,6 @@ std::vector<int> tokenize(const std::string& text, int V) {
     return t;
 }
 
-KernelLMConfig model_cfg(const Cli& cli, int V) {
-    KernelLMConfig c;
-    c.L = (int)cli.get_int("--layers", 1, 1000);
-    c.C = (int)cli.get_int("--width", 2, 1 << 16);
-    c.NH = (int)cli.get_int("--heads", 1, 1 << 16);
-    c.V = V;
-    c.bias = (int)cli.get_int("--bias", 0, 1);
-    c.eps = cli.get_double("--eps", 0, 1);
-    c.validate();
-    return c;
-}
 
 // ---- induction evaluation: accuracy at the scored positions (spec §7) -------------------------------
 struct IclAcc { long hit_icl = 0, hit_conv = 0, hit_none = 0, n = 0, hit_icl_all = 0, hit_conv_all = 0, n_all = 0; };
@@ -160,7 +149,7 @@ int cmd_train(const Cli& cli) {
     std::string dir = subcommand_run_dir(cli, "iclca", "train-" + task);
     std::string save = cli.has_value("--save") ? cli.get("--save") : dir + "/model.safetensors";
     if (task == "induction") {
-        KernelLM<float> m(model_cfg(cli, INDUCTION_VOCAB), Device::cpu, seed);
+        KernelLM<float> m(kernel_lm_config_from_cli(cli, INDUCTION_VOCAB), Device::cpu, seed);
         if (cli.has_value("--load")) m.s.load(cli.get("--load"));
         std::fprintf(stderr, "iclca train: induction, %lld parameters, T=%d, run dir %s\n", (long long)m.cfg.num_params(), T, dir.c_str());
         TrainResult r = train_induction(m, cli, dir, seed, steps, T, save, "kernel LM, induction");
@@ -170,7 +159,7 @@ int cmd_train(const Cli& cli) {
     }
     if (!cli.has_value("--data")) fail_usage("--task text needs --data FILE");
     TextData text = text_load(cli.get("--data"), 0.1, T);
-    KernelLM<float> m(model_cfg(cli, BYTE_VOCAB), Device::cpu, seed);
+    KernelLM<float> m(kernel_lm_config_from_cli(cli, BYTE_VOCAB), Device::cpu, seed);
     if (cli.has_value("--load")) m.s.load(cli.get("--load"));
     const int B = (int)cli.get_int("--batch", 1, 1 << 20);
     TrainOptions o;
@@ -236,8 +225,7 @@ int cmd_e1(const Cli& cli) {
     const int trials = (int)cli.get_int("--trials", 1, 100000), M = (int)cli.get_int("--M", 1, 1 << 16), N = (int)cli.get_int("--N", 1, 1 << 16);
     std::vector<SizeSpec> all = {{"205k", 1, 128, 8}, {"2m", 10, 128, 8}, {"20m", 11, 384, 8}, {"200m", 16, 1024, 16}};
     std::vector<SizeSpec> sizes;
-    std::stringstream ss(cli.get("--sizes"));
-    for (std::string s; std::getline(ss, s, ',');) {
+    for (const std::string& s : cli.get_list("--sizes")) {
         auto it = std::find_if(all.begin(), all.end(), [&](const SizeSpec& x) { return x.name == s; });
         if (it == all.end()) fail_usage("--sizes: unknown size '" + s + "' (205k, 2m, 20m, 200m)");
         sizes.push_back(*it);
@@ -279,7 +267,7 @@ int cmd_e2(const Cli& cli) {
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
     const int T = (int)cli.get_int("--seq", 4, 1 << 20), chains = (int)cli.get_int("--trials", 1, 1 << 20);
     std::string dir = subcommand_run_dir(cli, "iclca", "e2");
-    KernelLM<float> m(model_cfg(cli, INDUCTION_VOCAB), Device::cpu, seed);
+    KernelLM<float> m(kernel_lm_config_from_cli(cli, INDUCTION_VOCAB), Device::cpu, seed);
     if (cli.has_value("--load")) {
         CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
         KernelLMConfig c = KernelLMConfig::from_json(nlohmann::json::parse(ci.config));
@@ -317,7 +305,7 @@ int cmd_e3(const Cli& cli) {
     if (!replot)
         for (int bias = 1; bias >= 0; bias--)
             for (int sd = 0; sd < seeds; sd++) {
-                KernelLMConfig c = model_cfg(cli, INDUCTION_VOCAB);
+                KernelLMConfig c = kernel_lm_config_from_cli(cli, INDUCTION_VOCAB);
                 c.bias = bias;
                 // same seed for both arms: identical weights at init (the biases start at zero) and the same data
                 KernelLM<float> m(c, Device::cpu, 1 + sd);
@@ -478,7 +466,7 @@ int cmd_e4(const Cli& cli) {
 
 int cmd_bench(const Cli& cli) {
     std::string dir = subcommand_run_dir(cli, "iclca", "bench");
-    KernelLMConfig c = model_cfg(cli, BYTE_VOCAB);
+    KernelLMConfig c = kernel_lm_config_from_cli(cli, BYTE_VOCAB);
     const int gen = (int)cli.get_int("--gen", 1, 1 << 20);
     std::vector<int64_t> Ms = cli.get_int_list("--Ms", 0, 1 << 20), Ts = cli.get_int_list("--Ts", 2, 1 << 20);
     c.maxT = 1 << 20;

@@ -47,6 +47,26 @@ void KernelLMConfig::validate() const {
 
 int64_t KernelLMConfig::num_params() const { return kernel_lm_parameters(*this).count(); }
 
+void add_kernel_lm_flags(Cli& cli, const KernelLMFlagDefaults& d) {
+    cli.flag_shared("--layers", d.layers, "blocks L");
+    cli.flag_shared("--width", d.width, "width C");
+    cli.flag_shared("--heads", d.heads, "heads (C/heads must be even)");
+    cli.flag("--bias", "1", "1: trainable b_KV, b_D (zero init); 0: none");
+    cli.flag("--eps", "1e-6", "denominator epsilon");
+}
+
+KernelLMConfig kernel_lm_config_from_cli(const Cli& cli, int V) {
+    KernelLMConfig c;
+    c.L = (int)cli.get_int("--layers", 1, 1000);
+    c.C = (int)cli.get_int("--width", 2, 1 << 16);
+    c.NH = (int)cli.get_int("--heads", 1, 1 << 16);
+    c.V = V;
+    c.bias = (int)cli.get_int("--bias", 0, 1);
+    c.eps = cli.get_double("--eps", 0, 1);
+    c.validate();
+    return c;
+}
+
 // ------------------------------------------------------------------------------------------------------
 // the registry. GPT-2 init (N(0,0.02), residual projections N(0,0.02/√(2L)), biases 0, LN gains 1); the
 // ICLCA biases start at zero (spec §7 "Bias parametrization") and get no weight decay.

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/batch.h"
+#include "engine/cli.h"
 #include "engine/rng.h"
 #include "models/block.h"
 #include "models/lm_io.h"
@@ -41,6 +42,13 @@ struct KernelLMConfig {
     int64_t num_params() const;
     int hs() const { return C / NH; }
 };
+
+// The kernel LM's flags, spelled as in every binary: --layers --width --heads (the GPT's spelling) and --bias --eps.
+struct KernelLMFlagDefaults {
+    std::string layers = "2", width = "64", heads = "4";
+};
+void add_kernel_lm_flags(Cli& cli, const KernelLMFlagDefaults& d = {});
+KernelLMConfig kernel_lm_config_from_cli(const Cli& cli, int V);  // validated
 
 // The parameter registry: every tensor once. Names as gpt_parameters() plus h.<l>.attn.bkv / attn.bd.
 TensorTable kernel_lm_parameters(const KernelLMConfig& c);

@@ -38,23 +38,10 @@
 namespace icl::tint_cmd {
 
 
-std::vector<double> double_list(const Cli& cli, const std::string& flag, double lo, double hi, const std::string& def) {
-    std::vector<double> v;
-    std::stringstream ss(cli.has_value(flag) ? cli.get(flag) : def);
-    for (std::string s; std::getline(ss, s, ',');) {
-        char* end = nullptr;
-        double x = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end || !(x >= lo && x <= hi)) fail_usage(flag + ": '" + s + "' is not a number in [" + strfmt("%g, %g]", lo, hi));
-        v.push_back(x);
-    }
-    if (v.empty()) fail_usage(flag + ": empty list");
-    return v;
-}
 
 std::vector<Budget> budgets(const Cli& cli, int L) {
     std::vector<Budget> b;
-    std::stringstream ss(cli.get("--budgets"));
-    for (std::string s; std::getline(ss, s, ',');) {
+    for (const std::string& s : cli.get_list("--budgets")) {
         int k = 0, st = 0;
         if (std::sscanf(s.c_str(), "%d:%d", &k, &st) != 2 || k < 1 || k > L || st < 1)
             fail_usage("--budgets: '" + s + strfmt("' is not k:s with 1 <= k <= L=%d and s >= 1", L));
@@ -64,10 +51,7 @@ std::vector<Budget> budgets(const Cli& cli, int L) {
 }
 
 GPTConfig aux_config(const Cli& cli, int V) {
-    GPTConfig g;
-    g.L = (int)cli.get_int("--layers", 1, 1000);
-    g.C = (int)cli.get_int("--width", 1, 1 << 14);
-    g.NH = (int)cli.get_int("--heads", 1, 1 << 10);
+    GPTConfig g = gpt_config_from_cli(cli, GPTConfig{});
     g.maxT = (int)cli.get_int("--seq", 2, 1 << 14);
     g.V = V;
     g.act = cli.get_choice("--act", {"relu", "gelu"});

@@ -24,8 +24,6 @@ int cmd_bench(const Cli& cli);
 
 
 // ---- shared by tint_experiments.cpp and tint_studies.cpp ----
-// A comma list of numbers from --flag (def when the flag is empty), each in [lo, hi].
-std::vector<double> double_list(const Cli& cli, const std::string& flag, double lo, double hi, const std::string& def = "");
 struct Budget { int k, s; };                      // k simulated top layers, s inner steps
 std::vector<Budget> budgets(const Cli& cli, int L);  // --budgets k:s,…
 GPTConfig aux_config(const Cli& cli, int V);      // the auxiliary model from --layers --width --heads --seq --act

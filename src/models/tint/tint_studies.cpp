@@ -54,7 +54,9 @@ void test_ce(const real* logits, const int* ids, int T, int V, int n_train, doub
 
 int cmd_lm(const Cli& cli) {
     // every flag is checked before the (possibly long) training of the auxiliary model
-    const std::vector<double> fracs = double_list(cli, "--fracs", 0.01, 0.99), etas = double_list(cli, "--etas", 0, 1e6, "1e-5,3e-5,1e-4,3e-4,1e-3");
+    const std::vector<double> fracs = cli.get_double_list("--fracs", 0.01, 0.99);
+    const std::vector<double> etas = cli.has_value("--etas") ? cli.get_double_list("--etas", 0, 1e6) : std::vector<double>{1e-5, 3e-5, 1e-4, 3e-4, 1e-3};
+    if (fracs.empty()) fail_usage("--fracs: empty list");
     const std::vector<Budget> bud = budgets(cli, cli.has_value("--load") ? loaded_config(cli).L : aux_config(cli, BYTE_VOCAB).L);
     const int n_test = (int)cli.get_int("--windows", 1, 1 << 20), n_dev = (int)cli.get_int("--dev-windows", 1, 1 << 20);
     std::string dir = subcommand_run_dir(cli, "tint", "lm");
@@ -266,7 +268,7 @@ int cmd_fewshot(const Cli& cli) {
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
     const int n_demos = (int)cli.get_int("--demos", 1, 64), n_test = (int)cli.get_int("--episodes", 1, 1 << 20),
               n_dev = (int)cli.get_int("--dev-episodes", 1, 1 << 20);
-    const std::vector<double> etas = double_list(cli, "--etas", 0, 1e6, "3e-3,1e-2,3e-2,1e-1,3e-1");
+    const std::vector<double> etas = cli.has_value("--etas") ? cli.get_double_list("--etas", 0, 1e6) : std::vector<double>{3e-3, 1e-2, 3e-2, 1e-1, 3e-1};
     const std::vector<Budget> bud = budgets(cli, cli.has_value("--load") ? loaded_config(cli).L : aux_config(cli, FEWSHOT_VOCAB).L);
     std::string dir = subcommand_run_dir(cli, "tint", "fewshot");
     GPT<float> aux = load_or_train(cli, "fewshot", dir, nullptr);
