@@ -200,6 +200,45 @@ TEST_CASE("kernel attention: chunked parallel form = O(T²) definition, with bia
     }
 }
 
+TEST_CASE("kernel attention: the header's readable reference = the O(T²) definition; the tuned forward and backward = the reference (fp64)") {
+    for (int T : {1, 9, KA_CHUNK + 7, 2 * KA_CHUNK + 3}) {
+        CAPTURE(T);
+        LayerCase L(2, T, 12, 3, 300 + T);
+        const double eps = 1e-6;
+        // the recurrent reference against the test's independent O(T²) definition
+        std::vector<double> ref_rec((size_t)L.B * T * L.C), ref_sq;
+        kernel_attention_reference_forward(ref_rec.data(), L.qkv.data(), L.pos.data(), L.bkv.data(), L.bd.data(), L.B, T, L.C, L.NH, eps);
+        kattn_reference(ref_sq, L.qkv, L.pos, L.bkv.data(), L.bd.data(), L.B, T, L.C, L.NH, eps);
+        CHECK(relerr(ref_sq, ref_rec) < 1e-13);
+        // the tuned forward
+        const size_t F = (size_t)L.B * L.NH * T * L.m;
+        std::vector<double> out((size_t)L.B * T * L.C), sq(4 * F), den((size_t)L.B * L.NH * T), sc(kernel_attention_scratch_size(L.B, T, L.C, L.NH));
+        kernel_attention_forward(out.data(), sq.data(), sq.data() + F, sq.data() + 2 * F, sq.data() + 3 * F, den.data(), sc.data(),
+                                 L.qkv.data(), L.pos.data(), L.bkv.data(), L.bd.data(), L.B, T, L.C, L.NH, eps);
+        CHECK(relerr(ref_rec, out) < 1e-13);
+        // the tuned backward against the reference's, from the same random dout and pre-filled (accumulated) gradients
+        Rng r(900 + T);
+        std::vector<double> dout(out.size()), g0(L.qkv.size() + L.bkv.size() + L.bd.size());
+        fill_normal(dout.data(), dout.size(), r, 0.0, 1.0);
+        fill_normal(g0.data(), g0.size(), r, 0.0, 1.0);
+        auto grads = [&](bool tuned) {
+            std::vector<double> g = g0;
+            double* dq = g.data();
+            double* dbkv = dq + L.qkv.size();
+            double* dbd = dbkv + L.bkv.size();
+            if (tuned)
+                kernel_attention_backward(dq, dbkv, dbd, sc.data(), dout.data(), out.data(), sq.data(), sq.data() + F, sq.data() + 2 * F,
+                                          sq.data() + 3 * F, den.data(), L.qkv.data(), L.pos.data(), L.bkv.data(), L.bd.data(), L.B, T, L.C, L.NH);
+            else
+                kernel_attention_reference_backward(dq, dbkv, dbd, dout.data(), L.qkv.data(), L.pos.data(), L.bkv.data(), L.bd.data(), L.B, T,
+                                                    L.C, L.NH, eps);
+            return g;
+        };
+        const std::vector<double> gt = grads(true), gr = grads(false);
+        CHECK(relerr(gr, gt) < 1e-12);
+    }
+}
+
 TEST_CASE("kernel attention: register-tiled fast path (head sizes 8, 16, 32) = definition, fp64 <= 1e-13 and fp32 (8- and 16-lane φ/RoPE)") {
     for (int NH : {4, 2, 1}) {  // hs = 8 takes the 8-lane (AVX2) φ branch, 16 and 32 the 16-lane one where AVX-512 is compiled in
         const int T = 2 * KA_CHUNK + 11, C = 32;

@@ -12,6 +12,8 @@
 //   exact, so that model and a zero-bias model agree bit for bit — spec §6 invariant 8).
 //
 // Forms.
+//   * kernel_attention_reference_forward/backward — the DEFINITION above written out one token at a time
+//     (the first thing in this file; the tests compare the tuned forms with it).
 //   * kernel_attention_forward/backward — the PARALLEL training form, chunked: the sequence is cut into
 //     chunks of KA_CHUNK tokens; inside a chunk the causal part is a small masked (n×n) product, across
 //     chunks a running state S (m×hs) carries the past. Cost per head O(T·(KA_CHUNK + m)·hs) = O(T·m·hs):
@@ -34,18 +36,153 @@
 #include <cmath>
 #include <cstddef>
 #include <type_traits>
+#include <vector>
 
 #include "engine/common.h"
 #include "layers/vmath.h"
 #include "layers/parallel.h"
 #include "layers/rope.h"
+#include "layers/tile_mm.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 namespace icl {
 
-constexpr int KA_CHUNK = 64;  // tokens per chunk of the parallel form
+// =====================================================================================================
+// The definition, readable: what the chunked form below computes, one token at a time per (b, h), as the
+// paper writes it (spec §1.6–1.7). O(T·m·hs) per head, double loops, no tiling. The tests check the tuned
+// forward and backward against these two functions; read these first.
+
+// φ(x) = elu(x) + 1 and its derivative through the φ value f: φ' = 1 (x > 0), eˣ = f (x <= 0).
+template <typename real>
+inline real kattn_phi(real x) { return x > real(0) ? x + real(1) : std::exp(x); }
+template <typename real>
+inline real kattn_dphi(real x, real f) { return x > real(0) ? real(1) : f; }
+
+template <typename real>
+void kernel_attention_reference_forward(real* out,        // (B,T,C)    SET
+                                        const real* qkv,  // (B,T,3C)   [q | k | v]
+                                        const int* pos,   // (B,T) or nullptr = 0..T-1
+                                        const real* bkv,  // (NH,m,hs) or nullptr
+                                        const real* bd,   // (NH,m) or nullptr
+                                        int B, int T, int C, int NH, double eps) {
+    const int hs = C / NH, m = hs;
+    std::vector<real> S((size_t)m * hs), z(m), a(m), c(m), ah(m), ch(m), tab(m);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            // S_{-1} = b_KV[h], z_{-1} = b_D[h]
+            for (size_t i = 0; i < S.size(); i++) S[i] = bkv ? bkv[(size_t)h * m * hs + i] : real(0);
+            for (int i = 0; i < m; i++) z[i] = bd ? bd[(size_t)h * m + i] : real(0);
+            for (int t = 0; t < T; t++) {
+                const real* q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                const real* k = q + C;
+                const real* v = q + 2 * C;
+                rope_table(tab.data(), pos ? (double)pos[b * T + t] : (double)t, m);
+                for (int i = 0; i < m; i++) { a[i] = kattn_phi(q[i]); c[i] = kattn_phi(k[i]); }  // a = φ(q), c = φ(k)
+                rope_apply(ah.data(), a.data(), tab.data(), m);                                    // â = R_p a
+                rope_apply(ch.data(), c.data(), tab.data(), m);                                    // ĉ = R_p c
+                for (int i = 0; i < m; i++) {
+                    z[i] += c[i];                                                                  // z_t = z_{t-1} + c
+                    for (int j = 0; j < hs; j++) S[(size_t)i * hs + j] += ch[i] * v[j];            // S_t = S_{t-1} + ĉ vᵀ
+                }
+                real den = (real)eps;
+                for (int i = 0; i < m; i++) den += a[i] * z[i];                                    // a·z_t + eps
+                real* o = out + ((size_t)b * T + t) * C + h * hs;
+                for (int j = 0; j < hs; j++) {
+                    real num = 0;
+                    for (int i = 0; i < m; i++) num += ah[i] * S[(size_t)i * hs + j];              // âᵀ S_t
+                    o[j] = num / den;
+                }
+            }
+        }
+}
+
+// Its backward, by reverse-mode through the same recurrence. With G_t = Σ_{s>=t} ∂L/∂S_s and g_t = Σ_{s>=t} ∂L/∂z_s
+// (the states are running sums, so their gradients are suffix sums):
+//   out_t = (âᵀ S_t) / den_t  →  dâ = S_t d_num,  ∂L/∂S_t = â d_numᵀ,  da = z_t d_den,  ∂L/∂z_t = a d_den
+//                                with d_num = dout/den, d_den = −Σ_j dout_j out_j / den
+//   S_t = S_{t-1} + ĉ vᵀ      →  dĉ = G_t v,  dv = G_tᵀ ĉ          z_t = z_{t-1} + c  →  dc += g_t
+//   â = R a, ĉ = R c          →  da += Rᵀ dâ, dc += Rᵀ dĉ           a = φ(q), c = φ(k) →  dq = φ'(q) da, dk = φ'(k) dc
+//   S_{-1} = b_KV, z_{-1} = b_D →  db_KV += G_0, db_D += g_0
+// dqkv, dbkv, dbd are ACCUMULATED (nullptr bias gradients are skipped).
+template <typename real>
+void kernel_attention_reference_backward(real* dqkv, real* dbkv, real* dbd, const real* dout, const real* qkv, const int* pos,
+                                         const real* bkv, const real* bd, int B, int T, int C, int NH, double eps) {
+    const int hs = C / NH, m = hs;
+    std::vector<real> out((size_t)B * T * C);
+    kernel_attention_reference_forward(out.data(), qkv, pos, bkv, bd, B, T, C, NH, eps);
+    // the states S_t, z_t of every step are rebuilt forward, then walked backward
+    std::vector<real> Ss((size_t)T * m * hs), zs((size_t)T * m), G((size_t)m * hs), g(m), a(m), c(m), ah(m), ch(m), tab(m), da(m), dc(m),
+        dah(m), dch(m), tmp(m);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            auto row = [&](int t) { return qkv + ((size_t)b * T + t) * 3 * C + h * hs; };
+            auto features = [&](int t) {
+                const real* q = row(t);
+                rope_table(tab.data(), pos ? (double)pos[b * T + t] : (double)t, m);
+                for (int i = 0; i < m; i++) { a[i] = kattn_phi(q[i]); c[i] = kattn_phi(q[C + i]); }
+                rope_apply(ah.data(), a.data(), tab.data(), m);
+                rope_apply(ch.data(), c.data(), tab.data(), m);
+            };
+            for (int t = 0; t < T; t++) {
+                features(t);
+                const real* v = row(t) + 2 * C;
+                for (int i = 0; i < m; i++) {
+                    zs[(size_t)t * m + i] = (t ? zs[(size_t)(t - 1) * m + i] : (bd ? bd[(size_t)h * m + i] : real(0))) + c[i];
+                    for (int j = 0; j < hs; j++) {
+                        const size_t ij = (size_t)i * hs + j;
+                        Ss[(size_t)t * m * hs + ij] = (t ? Ss[(size_t)(t - 1) * m * hs + ij] : (bkv ? bkv[(size_t)h * m * hs + ij] : real(0))) + ch[i] * v[j];
+                    }
+                }
+            }
+            std::fill(G.begin(), G.end(), real(0));
+            std::fill(g.begin(), g.end(), real(0));
+            for (int t = T - 1; t >= 0; t--) {
+                features(t);
+                const real* St = &Ss[(size_t)t * m * hs];
+                const real* zt = &zs[(size_t)t * m];
+                const real* v = row(t) + 2 * C;
+                const real* o = out.data() + ((size_t)b * T + t) * C + h * hs;
+                const real* dO = dout + ((size_t)b * T + t) * C + h * hs;
+                real den = (real)eps;
+                for (int i = 0; i < m; i++) den += a[i] * zt[i];
+                real dden = 0;
+                for (int j = 0; j < hs; j++) dden -= dO[j] * o[j] / den;
+                for (int i = 0; i < m; i++) {
+                    dah[i] = 0;
+                    for (int j = 0; j < hs; j++) {
+                        dah[i] += St[(size_t)i * hs + j] * dO[j] / den;    // dâ = S_t d_num
+                        G[(size_t)i * hs + j] += ah[i] * dO[j] / den;     // ∂L/∂S_t = â d_numᵀ
+                    }
+                    da[i] = zt[i] * dden;                                  // da = z_t d_den
+                    g[i] += a[i] * dden;                                   // ∂L/∂z_t = a d_den
+                }
+                real* dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                for (int i = 0; i < m; i++) {
+                    dch[i] = 0;
+                    for (int j = 0; j < hs; j++) dch[i] += G[(size_t)i * hs + j] * v[j];  // dĉ = G_t v
+                    dc[i] = g[i];                                                        // dc = g_t
+                }
+                for (int j = 0; j < hs; j++)
+                    for (int i = 0; i < m; i++) dq[2 * C + j] += G[(size_t)i * hs + j] * ch[i];  // dv = G_tᵀ ĉ
+                rope_apply(tmp.data(), dah.data(), tab.data(), m, -1);  // da += Rᵀ dâ
+                for (int i = 0; i < m; i++) da[i] += tmp[i];
+                rope_apply(tmp.data(), dch.data(), tab.data(), m, -1);  // dc += Rᵀ dĉ
+                for (int i = 0; i < m; i++) dc[i] += tmp[i];
+                const real* q = row(t);
+                for (int i = 0; i < m; i++) {
+                    dq[i] += kattn_dphi(q[i], a[i]) * da[i];          // dq = φ'(q) da
+                    dq[C + i] += kattn_dphi(q[C + i], c[i]) * dc[i];  // dk = φ'(k) dc
+                }
+            }
+            if (dbkv) for (size_t i = 0; i < G.size(); i++) dbkv[(size_t)h * m * hs + i] += G[i];
+            if (dbd) for (int i = 0; i < m; i++) dbd[(size_t)h * m + i] += g[i];
+        }
+}
+
+// =====================================================================================================
+// The tuned forms (the chunked parallel form and the recurrent step), from here on.
 
 namespace kattn_detail {
 using par::use_threads;
@@ -73,99 +210,6 @@ inline size_t slice_size(int m, int hs) {
     return std::max(bwd, fwd);
 }
 
-// The chunked form's small products: C (M,N) = [C +] A (M,K) · B (K,N), all row-major, on the calling thread.
-// gemm_f32 packs its operands for large matrices; these products are tiny (64×64×16, 64×16×64, …) and packing
-// dominated. Here an MM_RB×CB tile of C (CB = 16 floats / 8 doubles = 64 bytes: one AVX-512 or two AVX2 registers
-// per row) stays in registers while k runs; A is read in place (one broadcast per row and k), B rows in place
-// (ldb may be a stride, e.g. v inside qkv). Every C element is a plain Σ_k in k order: the definition's numerics
-// up to the order of the terms.
-//
-// Triangular shapes (row block [i0, i0+MM_RB) of C; only what the chunked form needs is computed):
-//   lower_cols  only column tiles reaching j <= i            (e.g. P = Â Ĉᵀ, wanted on and below the diagonal)
-//   upper_cols  only column tiles reaching j >= i            (e.g. Pᵀ = Ĉ Âᵀ, wanted on and above it)
-//   lower_k     k < i0 + MM_RB: A is lower triangular        (e.g. tril(P)·V; A must be 0 above the diagonal
-//   upper_k     k >= i0:        A is upper triangular         inside the row block — see zero_tri_block)
-// Rows of a block share one k range and one set of column tiles, so a few entries on the wrong side of the
-// diagonal, inside the row block, are computed (for *_cols) or read (for *_k): zero_tri_block clears them.
-#ifdef __AVX512F__
-constexpr int MM_RB = 8;  // 8 rows × 2 registers = 16 accumulators: AVX-512 has 32 vector registers (and gives
-#else                     // AVX2 code ymm16–31 through EVEX); plain AVX2 has 16, so 4 rows there. Both divide
-constexpr int MM_RB = 4;  // KA_CHUNK: a full chunk never reaches the (slow) edge-tile path.
-#endif
-enum class Tri { full, lower_cols, upper_cols, lower_k, upper_k };
-template <typename real>
-inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, int ldb, real* C, int ldc, bool accumulate,
-                  Tri tri = Tri::full) {
-    constexpr int RB = MM_RB, CB = 64 / (int)sizeof(real);
-    for (int i0 = 0; i0 < M; i0 += RB) {
-        const int ni = std::min(RB, M - i0);
-        const int kbeg = tri == Tri::upper_k ? i0 : 0;
-        const int kend = tri == Tri::lower_k ? std::min(K, i0 + ni) : K;
-        const int jbeg = tri == Tri::upper_cols ? i0 / CB * CB : 0;
-        const int jend = tri == Tri::lower_cols ? std::min(N, i0 + ni) : N;
-        for (int j0 = jbeg; j0 < jend; j0 += CB) {
-            const int nj = std::min(CB, N - j0);
-            real c[RB][CB];
-            if (ni == RB && nj == CB) {  // full tile: fixed trip counts, the compiler keeps c in registers
-                for (int r = 0; r < RB; r++)
-#pragma omp simd
-                    for (int j = 0; j < CB; j++) c[r][j] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + j] : real(0);
-                for (int k = kbeg; k < kend; k++) {
-                    const real* b = B + (size_t)k * ldb + j0;
-                    for (int r = 0; r < RB; r++) {
-                        const real a = A[(size_t)(i0 + r) * lda + k];
-#pragma omp simd
-                        for (int j = 0; j < CB; j++) c[r][j] += a * b[j];
-                    }
-                }
-                for (int r = 0; r < RB; r++)
-#pragma omp simd
-                    for (int j = 0; j < CB; j++) C[(size_t)(i0 + r) * ldc + j0 + j] = c[r][j];
-            } else {  // edge tile
-                for (int r = 0; r < ni; r++)
-                    for (int j = 0; j < nj; j++) c[r][j] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + j] : real(0);
-                for (int k = kbeg; k < kend; k++) {
-                    const real* b = B + (size_t)k * ldb + j0;
-                    for (int r = 0; r < ni; r++) {
-                        const real a = A[(size_t)(i0 + r) * lda + k];
-                        for (int j = 0; j < nj; j++) c[r][j] += a * b[j];
-                    }
-                }
-                for (int r = 0; r < ni; r++)
-                    for (int j = 0; j < nj; j++) C[(size_t)(i0 + r) * ldc + j0 + j] = c[r][j];
-            }
-        }
-    }
-}
-// After X (n,n) = … with Tri::lower_cols (upper_cols): zero the entries above (below) the diagonal that share a
-// row block with it — the only ones a following Tri::lower_k (upper_k) product reads.
-template <typename real>
-inline void zero_tri_block(real* X, int ld, int n, bool lower) {
-    for (int i = 0; i < n; i++) {
-        const int b0 = i / MM_RB * MM_RB;
-        if (lower)
-            for (int j = i + 1; j < std::min(n, b0 + MM_RB); j++) X[(size_t)i * ld + j] = real(0);
-        else
-            for (int j = b0; j < i; j++) X[(size_t)i * ld + j] = real(0);
-    }
-}
-// The chunked form's masked product: C (n,N) [+]= tri(A B) · D with A (n,K), B (K,n), D (n,N), where tri keeps the
-// lower (j <= i) or upper (j >= i) triangle of the n×n matrix A·B, formed in Q (row stride KA_CHUNK).
-template <typename real>
-inline void tri_chain(int n, int K, int N, const real* A, int lda, const real* B, int ldb, real* Q, const real* D, int ldd, real* C,
-                      int ldc, bool accumulate, bool lower) {
-    mm_nn<real>(n, n, K, A, lda, B, ldb, Q, KA_CHUNK, false, lower ? Tri::lower_cols : Tri::upper_cols);
-    zero_tri_block(Q, KA_CHUNK, n, lower);
-    mm_nn<real>(n, N, n, Q, KA_CHUNK, D, ldd, C, ldc, accumulate, lower ? Tri::lower_k : Tri::upper_k);
-}
-// dst (cols, rows) = srcᵀ for src (rows, cols) with row stride lds; dst row stride ldd.
-template <typename real>
-inline void transpose(real* dst, int ldd, const real* src, int lds, int rows, int cols) {
-    for (int j = 0; j < rows; j++)
-        for (int k = 0; k < cols; k++) dst[(size_t)k * ldd + j] = src[(size_t)j * lds + k];
-}
-template <typename real>
-inline real phi(real x) { return x > real(0) ? x + real(1) : std::exp(x); }  // elu(x) + 1
 // y (n) = φ(x) for a row; float on AVX2 runs 8 lanes through vmath::exp8 (≈1 ulp of std::exp). Both forms
 // (parallel and recurrent) use this, so they see the same φ values.
 template <typename real>
@@ -181,7 +225,7 @@ inline void phi_row(real* y, const real* x, int n) {
         }
     }
 #endif
-    for (; i < n; i++) y[i] = phi(x[i]);
+    for (; i < n; i++) y[i] = kattn_phi(x[i]);
 }
 // The denominators of one chunk of n rows: z ← z + c_i (the running UNROTATED state, advanced in place, one
 // row at a time in the same order as the recurrent form), then dn_i = a_i·z + eps. On float/AVX2 the running z
@@ -225,9 +269,6 @@ inline void chunk_denominators(real* dn, real* z, const real* A, const real* Cf,
         dn[i] = d + (real)eps;
     }
 }
-// φ'(x) = 1 (x>0), eˣ = φ(x) (x<=0): expressed through the saved φ value f.
-template <typename real>
-inline real dphi(real x, real f) { return x > real(0) ? real(1) : f; }
 }  // namespace kattn_detail
 
 inline size_t kernel_attention_scratch_size(int B, int T, int C, int NH, int nthreads = kattn_detail::max_threads()) {
@@ -471,7 +512,7 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
                 // a = φ(q)  =>  dq += φ'(q) da
                 const real* qt = q + (size_t)t * C3;
                 real* dqt = dq + (size_t)t * C3;
-                for (int c = 0; c < m; c++) dqt[c] += dphi(qt[c], ai[c]) * da[c];
+                for (int c = 0; c < m; c++) dqt[c] += kattn_dphi(qt[c], ai[c]) * da[c];
             }
             transpose(Ct, CH, Chc, m, n, m);
             mm_nn<real>(m, hs, n, Ct, CH, vc, C3, S, hs, true);  // S += Ĉcᵀ Vc
@@ -510,7 +551,7 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
                 rope_apply(dc, X + (size_t)i * m, tb, m, -1);
                 const real* kt = k + (size_t)t * C3;
                 real* dkt = dk + (size_t)t * C3;
-                for (int c = 0; c < m; c++) dkt[c] += dphi(kt[c], ci[c]) * (dc[c] + z[c]);  // c = φ(k)
+                for (int c = 0; c < m; c++) dkt[c] += kattn_dphi(kt[c], ci[c]) * (dc[c] + z[c]);  // c = φ(k)
             }
         }
         // S_t starts at b_KV, z_t at b_D  =>  dbkv[h] += Σ_t â_t dnum_tᵀ = U,  dbd[h] += Σ_t a_t dden_t = w
@@ -536,8 +577,7 @@ void kernel_attention_step(real* out,         // (C)
                            const real* qkv,   // (3C)       this token's [q | k | v]
                            int pos,           // this token's position
                            int C, int NH, double eps) {
-    using kattn_detail::phi;
-    const int hs = C / NH, m = hs;
+        const int hs = C / NH, m = hs;
     real tab[512], a[512], c[512], ah[512], ch[512];
     ICL_ASSERT(m <= 512 && m % 2 == 0);
     rope_table(tab, (double)pos, m);

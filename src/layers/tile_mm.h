@@ -1,0 +1,108 @@
+// tile_mm.h — the register-tiled small matrix products behind kernel attention's chunked form
+// (layers/kernel_attention.h): mm_nn with the triangular shapes the causal chunks need, tri_chain (a masked
+// product C += tri(A·B)·D), and a transpose. Every C element is a plain Σ_k a·b in k order, so the results are
+// the definition's numerics up to the order of the terms.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+
+namespace icl {
+
+constexpr int KA_CHUNK = 64;  // tokens per chunk of kernel attention's parallel form (the row stride of tri_chain's Q)
+
+namespace kattn_detail {
+
+// The chunked form's small products: C (M,N) = [C +] A (M,K) · B (K,N), all row-major, on the calling thread.
+// gemm_f32 packs its operands for large matrices; these products are tiny (64×64×16, 64×16×64, …) and packing
+// dominated. Here an MM_RB×CB tile of C (CB = 16 floats / 8 doubles = 64 bytes: one AVX-512 or two AVX2 registers
+// per row) stays in registers while k runs; A is read in place (one broadcast per row and k), B rows in place
+// (ldb may be a stride, e.g. v inside qkv). Every C element is a plain Σ_k in k order: the definition's numerics
+// up to the order of the terms.
+//
+// Triangular shapes (row block [i0, i0+MM_RB) of C; only what the chunked form needs is computed):
+//   lower_cols  only column tiles reaching j <= i            (e.g. P = Â Ĉᵀ, wanted on and below the diagonal)
+//   upper_cols  only column tiles reaching j >= i            (e.g. Pᵀ = Ĉ Âᵀ, wanted on and above it)
+//   lower_k     k < i0 + MM_RB: A is lower triangular        (e.g. tril(P)·V; A must be 0 above the diagonal
+//   upper_k     k >= i0:        A is upper triangular         inside the row block — see zero_tri_block)
+// Rows of a block share one k range and one set of column tiles, so a few entries on the wrong side of the
+// diagonal, inside the row block, are computed (for *_cols) or read (for *_k): zero_tri_block clears them.
+#ifdef __AVX512F__
+constexpr int MM_RB = 8;  // 8 rows × 2 registers = 16 accumulators: AVX-512 has 32 vector registers (and gives
+#else                     // AVX2 code ymm16–31 through EVEX); plain AVX2 has 16, so 4 rows there. Both divide
+constexpr int MM_RB = 4;  // KA_CHUNK: a full chunk never reaches the (slow) edge-tile path.
+#endif
+enum class Tri { full, lower_cols, upper_cols, lower_k, upper_k };
+template <typename real>
+inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, int ldb, real* C, int ldc, bool accumulate,
+                  Tri tri = Tri::full) {
+    constexpr int RB = MM_RB, CB = 64 / (int)sizeof(real);
+    for (int i0 = 0; i0 < M; i0 += RB) {
+        const int ni = std::min(RB, M - i0);
+        const int kbeg = tri == Tri::upper_k ? i0 : 0;
+        const int kend = tri == Tri::lower_k ? std::min(K, i0 + ni) : K;
+        const int jbeg = tri == Tri::upper_cols ? i0 / CB * CB : 0;
+        const int jend = tri == Tri::lower_cols ? std::min(N, i0 + ni) : N;
+        for (int j0 = jbeg; j0 < jend; j0 += CB) {
+            const int nj = std::min(CB, N - j0);
+            real c[RB][CB];
+            if (ni == RB && nj == CB) {  // full tile: fixed trip counts, the compiler keeps c in registers
+                for (int r = 0; r < RB; r++)
+#pragma omp simd
+                    for (int j = 0; j < CB; j++) c[r][j] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + j] : real(0);
+                for (int k = kbeg; k < kend; k++) {
+                    const real* b = B + (size_t)k * ldb + j0;
+                    for (int r = 0; r < RB; r++) {
+                        const real a = A[(size_t)(i0 + r) * lda + k];
+#pragma omp simd
+                        for (int j = 0; j < CB; j++) c[r][j] += a * b[j];
+                    }
+                }
+                for (int r = 0; r < RB; r++)
+#pragma omp simd
+                    for (int j = 0; j < CB; j++) C[(size_t)(i0 + r) * ldc + j0 + j] = c[r][j];
+            } else {  // edge tile
+                for (int r = 0; r < ni; r++)
+                    for (int j = 0; j < nj; j++) c[r][j] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + j] : real(0);
+                for (int k = kbeg; k < kend; k++) {
+                    const real* b = B + (size_t)k * ldb + j0;
+                    for (int r = 0; r < ni; r++) {
+                        const real a = A[(size_t)(i0 + r) * lda + k];
+                        for (int j = 0; j < nj; j++) c[r][j] += a * b[j];
+                    }
+                }
+                for (int r = 0; r < ni; r++)
+                    for (int j = 0; j < nj; j++) C[(size_t)(i0 + r) * ldc + j0 + j] = c[r][j];
+            }
+        }
+    }
+}
+// After X (n,n) = … with Tri::lower_cols (upper_cols): zero the entries above (below) the diagonal that share a
+// row block with it — the only ones a following Tri::lower_k (upper_k) product reads.
+template <typename real>
+inline void zero_tri_block(real* X, int ld, int n, bool lower) {
+    for (int i = 0; i < n; i++) {
+        const int b0 = i / MM_RB * MM_RB;
+        if (lower)
+            for (int j = i + 1; j < std::min(n, b0 + MM_RB); j++) X[(size_t)i * ld + j] = real(0);
+        else
+            for (int j = b0; j < i; j++) X[(size_t)i * ld + j] = real(0);
+    }
+}
+// The chunked form's masked product: C (n,N) [+]= tri(A B) · D with A (n,K), B (K,n), D (n,N), where tri keeps the
+// lower (j <= i) or upper (j >= i) triangle of the n×n matrix A·B, formed in Q (row stride KA_CHUNK).
+template <typename real>
+inline void tri_chain(int n, int K, int N, const real* A, int lda, const real* B, int ldb, real* Q, const real* D, int ldd, real* C,
+                      int ldc, bool accumulate, bool lower) {
+    mm_nn<real>(n, n, K, A, lda, B, ldb, Q, KA_CHUNK, false, lower ? Tri::lower_cols : Tri::upper_cols);
+    zero_tri_block(Q, KA_CHUNK, n, lower);
+    mm_nn<real>(n, N, n, Q, KA_CHUNK, D, ldd, C, ldc, accumulate, lower ? Tri::lower_k : Tri::upper_k);
+}
+// dst (cols, rows) = srcᵀ for src (rows, cols) with row stride lds; dst row stride ldd.
+template <typename real>
+inline void transpose(real* dst, int ldd, const real* src, int lds, int rows, int cols) {
+    for (int j = 0; j < rows; j++)
+        for (int k = 0; k < cols; k++) dst[(size_t)k * ldd + j] = src[(size_t)j * lds + k];
+}
+
+}  // namespace kattn_detail
+}  // namespace icl
