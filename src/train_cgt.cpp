@@ -180,7 +180,7 @@ int run(int argc, char** argv) {
         summary["folded_gpt"] = path;
         std::printf("wrote the folded x-only GPT (y frozen at position %d) to %s\n", freeze_at, path.c_str());
     }
-    write_file_atomic(o.run_dir + "/summary.json", summary.dump(2) + "\n");
+    write_json(o.run_dir + "/summary.json", summary);
     std::printf("wrote %s/summary.json%s\n", o.run_dir.c_str(), steps > 0 ? (" and " + o.save_path).c_str() : "");
     return 0;
 }

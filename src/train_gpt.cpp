@@ -38,7 +38,7 @@ void register_flags(Cli& cli) {
     cli.epilog(
         "examples:\n"
         "  train_gpt --preset arith                         # arithmetic ICL baseline\n"
-        "  train_gpt --task text --data README.md --steps 200\n"
+        "  train_gpt --task text --data data/text/notes.txt --steps 200\n"
         "  train_gpt --preset tiny --dump-npy out/dump      # dump one step's tensors as .npy\n"
         "  train_gpt --preset linreg --attn-mod regularized --attn-alpha 0.1   # modified attention (docs/duallens.md)\n"
         "  train_gpt --load out/train_gpt/X/model.safetensors --steps 100   # continue from a checkpoint");
@@ -109,7 +109,7 @@ int run(int argc, char** argv) {
         std::printf("sample:\n%s\n", s.c_str());
         summary["sample"] = s;
     }
-    write_file_atomic(o.run_dir + "/summary.json", summary.dump(2) + "\n");
+    write_json(o.run_dir + "/summary.json", summary);
     std::printf("wrote %s/{log.csv, loss.png, summary.json} and %s\n", o.run_dir.c_str(), o.save_path.c_str());
     return 0;
 }

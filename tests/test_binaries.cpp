@@ -108,6 +108,21 @@ TEST_CASE("a tiny train_gpt run writes log, plot, summary and a loadable checkpo
     std::system(("rm -rf " + dir).c_str());
 }
 
+TEST_CASE("train_gpt --task text on the shipped multi-byte text: the run ends well and summary.json is valid JSON") {
+    // data/text/notes.txt holds accented, Greek, Cyrillic and CJK text: a byte-level model's sample can cut a
+    // multi-byte character or invent invalid bytes, and summary.json must still be written (U+FFFD in its place)
+    icl_test::TmpDir tmp;
+    const std::string data = icl_test::repo_root() + "/data/text/notes.txt";
+    for (int seed : {1, 2, 3}) {
+        Result r = run("train_gpt --task text --data " + data + " --steps 3 --layers 1 --width 16 --heads 2 --seq 32 --batch 2 --sample 300 "
+                       "--temperature 2 --seed " + std::to_string(seed) + " --out " + tmp.path + "/r" + std::to_string(seed));
+        CAPTURE(r.err);
+        REQUIRE(r.code == 0);
+        const nlohmann::json s = nlohmann::json::parse(slurp(tmp.path + "/r" + std::to_string(seed) + "/summary.json"));
+        CHECK(s["sample"].is_string());
+    }
+}
+
 TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted), e3 dates the induction head, bench columns, errors") {
     const std::string dir = "/tmp/icl_iclca_run_" + std::to_string(getpid());
     Result r = run("iclca train --preset tiny --threads 1 --out " + dir + "/train --save " + dir + "/ind.safetensors");
@@ -119,6 +134,12 @@ TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted), e3 dates
     CHECK(r.code == 0);
     CHECK(r.out.find("converted a 10-token prompt") != std::string::npos);
     CHECK(std::ifstream(dir + "/conv.safetensors").good());
+    // the shipped sample prompt (data/prompts/induction.txt) through the file form of --prompt
+    r = run("iclca convert --load " + dir + "/ind.safetensors --prompt " + icl_test::repo_root() + "/data/prompts/induction.txt --save " + dir +
+            "/conv2.safetensors");
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("converted a 24-token prompt") != std::string::npos);
     r = run("iclca e2 --load " + dir + "/ind.safetensors --trials 20 --seq 64 --threads 1 --out " + dir + "/e2");
     CAPTURE(r.err);
     REQUIRE(r.code == 0);

@@ -67,7 +67,7 @@ step $B/train_gpt --load out/bench_gpu/arith_gpu.safetensors --task arith --step
 step $B/bench --device cuda gemm kernels model cgt
 step $B/bench --device cuda kernels model --preset gpt2-small
 step $B/bench --device cuda model --preset gpt2-small --tf32
-step $B/train_gpt --preset bench --data README.md --device cuda --steps 50 --out out/bench_gpu/train_bench
+step $B/train_gpt --preset bench --data data/text/notes.txt --device cuda --steps 50 --out out/bench_gpu/train_bench
 
 # 6. PyTorch eager on the same GPT-2 small step (a reference only; never used by the engine)
 step $py tools/bench_pytorch.py --device cuda $G2S --reps 10

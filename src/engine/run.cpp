@@ -139,4 +139,10 @@ nlohmann::json cli_json(const std::map<std::string, std::string>& values) {
     return j;
 }
 
+std::string json_text(const nlohmann::json& j, int indent) {
+    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) { write_file_atomic(path, json_text(j) + "\n"); }
+
 }  // namespace icl

@@ -65,4 +65,10 @@ private:
 
 nlohmann::json cli_json(const std::map<std::string, std::string>& values);
 
+// JSON text that is valid whatever bytes the strings inside hold: invalid UTF-8 (a byte-level model's sample,
+// a flag value) becomes U+FFFD instead of an exception. indent < 0: one line.
+std::string json_text(const nlohmann::json& j, int indent = 2);
+// write_file_atomic(path, json_text(j) + "\n") — every summary.json and index.json.
+void write_json(const std::string& path, const nlohmann::json& j);
+
 }  // namespace icl

@@ -154,7 +154,7 @@ void ModelState<real>::dump_npy(const std::string& dir, int step) {
     dump_table(gtable, dacts, "grad.", "activation gradient");
     nlohmann::json j = {{"model", kind}, {"config", config}, {"step", step}, {"device", device_name(dev)},
                         {"dtype", sizeof(real) == 4 ? "float32" : "float64"}, {"tensors", index}};
-    write_file_atomic(dir + "/index.json", j.dump(2) + "\n");
+    write_json(dir + "/index.json", j);
 }
 
 template struct ModelState<float>;

@@ -207,7 +207,7 @@ CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, u
         for (auto& f : run.y.files) s["analysis_files"].push_back(f);
     }
     s["plots"].push_back(dir + "/loss.png");
-    write_file_atomic(dir + "/summary.json", s.dump(2) + "\n");
+    write_json(dir + "/summary.json", s);
     run.summary = s;
     return run;
 }
@@ -570,7 +570,7 @@ int cgt_compare(const Cli& cli, const std::vector<std::string>& variants, const 
     summary["wall_s"] = wall;
     summary["plots"] = plots;
     write_file_atomic(top + "/table.md", md);
-    write_file_atomic(top + "/summary.json", summary.dump(2) + "\n");
+    write_json(top + "/summary.json", summary);
     std::printf("\n%s\nplots:\n", md.c_str());
     for (auto& p : plots) std::printf("  %s\n", p.c_str());
     std::printf("wrote %s/table.md and %s/summary.json (%.0f s)\n", top.c_str(), top.c_str(), wall);

@@ -106,8 +106,8 @@ int cmd_check(const Cli& cli) {
         std::printf("wrote R1's A (attention of the query), D, W1 (dual weights after one step), y (dual test output), h (attention output) to %s/\n",
                     dd.c_str());
     }
-    write_file_atomic(dir + "/summary.json", nlohmann::json{{"subcommand", "check"}, {"seed", seed}, {"checks", rows}, {"failed", failed},
-                                                            {"flags", cli_json(cli.values())}}.dump(2) + "\n");
+    write_json(dir + "/summary.json", nlohmann::json{{"subcommand", "check"}, {"seed", seed}, {"checks", rows}, {"failed", failed},
+                                                            {"flags", cli_json(cli.values())}});
     std::printf("%zu checks, %d failed (%.1f s); wrote %s/{checks.csv,kstep.png,theorem32.png,theorem32.csv,summary.json}\n", res.size(), failed,
                 now_seconds() - t0, dir.c_str());
     if (failed) fail(strfmt("%d of %zu checks failed", failed, res.size()));
@@ -156,8 +156,8 @@ int cmd_features(const Cli& cli) {
     save_line_plot(dir + "/features.png", p);
     nlohmann::json jr = nlohmann::json::array();
     for (auto& r : rows) jr.push_back({{"dr", r.dr}, {"err_Au", r.err_Au}, {"err_out", r.err_out}, {"err_y", r.err_y}, {"sd_out", r.sd_out}});
-    write_file_atomic(dir + "/summary.json", nlohmann::json{{"subcommand", "features"}, {"rows", jr}, {"slope_Au", sa}, {"slope_out", so},
-                                                            {"slope_y", sy}, {"flags", cli_json(cli.values())}}.dump(2) + "\n");
+    write_json(dir + "/summary.json", nlohmann::json{{"subcommand", "features"}, {"rows", jr}, {"slope_Au", sa}, {"slope_out", so},
+                                                            {"slope_y", sy}, {"flags", cli_json(cli.values())}});
     std::printf("wrote %s/{features.csv,features.png,summary.json} (%.1f s)\n", dir.c_str(), now_seconds() - t0);
     return 0;
 }
@@ -505,9 +505,9 @@ int cmd_experiment(const Cli& cli) {
                 pngs.push_back(png);
             }
     write_file_atomic(dir + "/results.md", md);
-    write_file_atomic(dir + "/summary.json",
+    write_json(dir + "/summary.json",
                       nlohmann::json{{"subcommand", "experiment"}, {"d", task.d}, {"N", task.N}, {"steps", steps}, {"batch", B}, {"lr", lr}, {"seeds", seeds},
-                                     {"references", jrefs}, {"runs", jruns}, {"flags", cli_json(cli.values())}}.dump(2) + "\n");
+                                     {"references", jrefs}, {"runs", jruns}, {"flags", cli_json(cli.values())}});
     std::printf("%s", md.c_str());
     std::printf("wrote %s/{results.md,table.csv,runs.csv,curves.csv,references.csv,summary.json} and %zu learning-curve plots\n", dir.c_str(), pngs.size());
     return 0;

@@ -258,7 +258,7 @@ int cmd_e1(const Cli& cli) {
         rows.push_back({{"size", sz.name}, {"params", c.num_params()}, {"relerr_fp32", e32}, {"relerr_fp64", e64}, {"relerr_noicl", en}});
     }
     csv.commit();
-    write_file_atomic(dir + "/summary.json", nlohmann::json{{"experiment", "e1"}, {"rows", rows}, {"flags", cli_json(cli.values())}}.dump(2) + "\n");
+    write_json(dir + "/summary.json", nlohmann::json{{"experiment", "e1"}, {"rows", rows}, {"flags", cli_json(cli.values())}});
     std::printf("wrote %s/{table.csv,summary.json}\n", dir.c_str());
     return 0;
 }
@@ -291,7 +291,7 @@ int cmd_e2(const Cli& cli) {
                         {"acc_prompted", pct(r.hit_icl, r.n)}, {"acc_converted", pct(r.hit_conv, r.n)}, {"acc_neither", pct(r.hit_none, r.n)},
                         {"acc_all_prompted", pct(r.hit_icl_all, r.n_all)}, {"acc_all_converted", pct(r.hit_conv_all, r.n_all)},
                         {"model", m.cfg.to_json()}, {"flags", cli_json(cli.values())}};
-    write_file_atomic(dir + "/summary.json", j.dump(2) + "\n");
+    write_json(dir + "/summary.json", j);
     std::printf("wrote %s/summary.json\n", dir.c_str());
     return 0;
 }
@@ -354,7 +354,7 @@ int cmd_e3(const Cli& cli) {
     save_line_plot(dir + "/e3_loss.png", loss);
     save_line_plot(dir + "/e3_val_loss.png", vloss);
     save_line_plot(dir + "/e3_icl_acc.png", acc);
-    write_file_atomic(dir + "/summary.json", nlohmann::json{{"experiment", "e3"}, {"runs", rows}, {"flags", cli_json(cli.values())}}.dump(2) + "\n");
+    write_json(dir + "/summary.json", nlohmann::json{{"experiment", "e3"}, {"runs", rows}, {"flags", cli_json(cli.values())}});
     std::printf("wrote %s/{e3_loss.png,e3_val_loss.png,e3_icl_acc.png,summary.json}\n", dir.c_str());
     return 0;
 }
@@ -454,12 +454,9 @@ int cmd_e4(const Cli& cli) {
     p.series.push_back(sr);
     p.hlines = {{"no ICL, restart", e_none_re}, {"no ICL, offset", e_none_off}};
     save_line_plot(dir + "/e4_relerr.png", p);
-    write_file_atomic(dir + "/summary.json",
-                      nlohmann::json{{"experiment", "e4"}, {"source", source}, {"model", gc.to_json()}, {"M", M}, {"N", N}, {"trials", trials},
+    write_json(dir + "/summary.json", nlohmann::json{{"experiment", "e4"}, {"source", source}, {"model", gc.to_json()}, {"M", M}, {"N", N}, {"trials", trials},
                                      {"orf", orf}, {"relerr_noicl_restart", e_none_re}, {"relerr_noicl_offset", e_none_off}, {"rows", rows},
-                                     {"flags", cli_json(cli.values())}}
-                                  .dump(2) +
-                          "\n");
+                                     {"flags", cli_json(cli.values())}});
     std::printf("wrote %s/{table.csv,e4_relerr.png,summary.json}\n", dir.c_str());
     return 0;
 }

@@ -126,7 +126,7 @@ GPT<float> load_or_train(const Cli& cli, const std::string& task, const std::str
 
 void write_summary(const std::string& dir, const Cli& cli, nlohmann::json j) {
     j["flags"] = cli_json(cli.values());
-    write_file_atomic(dir + "/summary.json", j.dump(2) + "\n");
+    write_json(dir + "/summary.json", j);
 }
 
 // ---- check ------------------------------------------------------------------------------------------------
