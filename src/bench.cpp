@@ -96,10 +96,9 @@ int run_main(int argc, char** argv) {
 
     BenchOptions opt;
     opt.reps = (int)cli.get_int("--reps", 1, 1000000);
-    opt.threads = apply_threads(cli);
-    opt.dev = parse_device(cli.get("--device"));
-    require_device(opt.dev);
-    set_tf32(cli.get_bool("--tf32"));
+    const RunEnv env = apply_run_flags(cli);
+    opt.threads = env.threads;
+    opt.dev = env.dev;
     opt.model.V = (int)cli.get_int("--vocab", 1, 1 << 24);
     opt.seq = (int)cli.get_int("--seq", 1, 1 << 20);
     opt.batch = (int)cli.get_int("--batch", 1, 1 << 20);

@@ -63,9 +63,7 @@ int run(int argc, char** argv) {
                         "regularized / augmented / negative-sample attentions on in-context regression (spec/duallens.md).");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
-    apply_threads(cli);
-    Device dev = parse_device(cli.get("--device"));
-    require_device(dev);
+    const Device dev = apply_run_flags(cli).dev;
     if (dev != Device::cpu) fail("duallens: the dual checks and the experiment run on the CPU; use --device cpu (the modified attentions run on the GPU "
                                  "through train_gpt --attn-mod ... --device cuda)");
     return run_subcommand(cli, kSubcommands);

@@ -71,9 +71,7 @@ int run(int argc, char** argv) {
     Cli cli("iclca", "Kernel-attention LMs with RoPE + bias terms, and the exact conversion of an ICL prompt into those biases.");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
-    apply_threads(cli);
-    Device dev = parse_device(cli.get("--device"));
-    require_device(dev);
+    const Device dev = apply_run_flags(cli).dev;
     if (dev != Device::cpu) fail("iclca: runs on the CPU only (its experiments use the streaming form, which is CPU-only); use --device cpu");
     return run_subcommand(cli, kSubcommands);
 }

@@ -75,9 +75,7 @@ int run(int argc, char** argv) {
     Cli cli("tint", "TinT: a simulator transformer that runs, back-propagates and fine-tunes a small auxiliary transformer stored in prefix tokens.");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
-    apply_threads(cli);
-    Device dev = parse_device(cli.get("--device"));
-    require_device(dev);
+    const Device dev = apply_run_flags(cli).dev;
     if (dev != Device::cpu) fail("tint: the simulator runs on the CPU only; use --device cpu");
     return run_subcommand(cli, kSubcommands);
 }

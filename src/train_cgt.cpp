@@ -96,10 +96,9 @@ int run(int argc, char** argv) {
     Cli cli("train_cgt", "Train the Contextually Guided Transformer (dual x/y streams, low-rank weight generator, aux loss, regularizers).");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
-    int threads = apply_threads(cli);
-    Device dev = parse_device(cli.get("--device"));
-    require_device(dev);
-    set_tf32(cli.get_bool("--tf32"));
+    const RunEnv env = apply_run_flags(cli);
+    const int threads = env.threads;
+    const Device dev = env.dev;
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
     const int steps = (int)cli.get_int("--steps", 0, 100000000), B = (int)cli.get_int("--batch", 1, 1 << 20);
 
@@ -111,11 +110,7 @@ int run(int argc, char** argv) {
     CGTConfig cfg;
     task.configure(cfg);
     cfg = cgt_config_from_cli(cli, cfg);
-    if (cli.has_value("--load")) {
-        for (const std::string& f : given_arch_flags(cli, {}))
-            fail_usage(f + ": the architecture comes from --load; drop the flag");
-        cfg = checkpoint_config<CGTConfig>(cli, task, "cgt", cgt_arch_flag_names());
-    }
+    if (cli.has_value("--load")) cfg = checkpoint_config<CGTConfig>(cli, task, "cgt", cgt_arch_flag_names());
     cfg.validate();
     const CGTLoss ls = cgt_loss_from_cli(cli, cfg);
     if (ls.eta < 1 && (ls.horizon > 0 ? T - ls.horizon < 2 : T < 3))

@@ -49,10 +49,9 @@ int run(int argc, char** argv) {
     Cli cli("train_gpt", "Train the baseline GPT-2 style model on a synthetic ICL task or a byte-level text file.");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
-    int threads = apply_threads(cli);
-    Device dev = parse_device(cli.get("--device"));
-    require_device(dev);
-    set_tf32(cli.get_bool("--tf32"));
+    const RunEnv env = apply_run_flags(cli);
+    const int threads = env.threads;
+    const Device dev = env.dev;
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
     const int steps = (int)cli.get_int("--steps", 1, 100000000), B = (int)cli.get_int("--batch", 1, 1 << 20);
 
@@ -64,11 +63,7 @@ int run(int argc, char** argv) {
     GPTConfig cfg;
     task.configure(cfg);
     cfg = gpt_config_from_cli(cli, cfg);
-    if (cli.has_value("--load")) {
-        for (const std::string& f : given_arch_flags(cli, {}))
-            fail_usage(f + ": the architecture comes from --load; drop the flag");
-        cfg = checkpoint_config<GPTConfig>(cli, task, "gpt", {"--layers", "--width", "--heads", "--max-T"});
-    }
+    if (cli.has_value("--load")) cfg = checkpoint_config<GPTConfig>(cli, task, "gpt", {"--layers", "--width", "--heads", "--max-T"});
     cfg.validate();
     const int n_sample = (int)cli.get_int("--sample", 0, 1 << 20);
     const double temperature = cli.get_double("--temperature", 0, 100);

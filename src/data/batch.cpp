@@ -7,6 +7,23 @@
 
 namespace icl {
 
+Batch next_token_batch(int B, int T) {
+    Batch bt;
+    bt.B = B;
+    bt.T = T;
+    bt.tokens.assign((size_t)B * T, 0);
+    bt.targets.assign((size_t)B * T, 0);
+    bt.mask.assign((size_t)B * T, 1.0f);
+    return bt;
+}
+
+void set_next_token_row(Batch& bt, int b, const int* seq) {
+    for (int t = 0; t < bt.T; t++) {
+        bt.tokens[(size_t)b * bt.T + t] = seq[t];
+        bt.targets[(size_t)b * bt.T + t] = seq[t + 1];
+    }
+}
+
 bool check_batch(const Batch& bt, const BatchSpec& spec) {
     const char* m = spec.model;
     if (bt.B < 1 || bt.T < 1) fail(strfmt("empty batch (B=%d, T=%d)", bt.B, bt.T));

@@ -42,6 +42,12 @@ struct BatchSpec {
     const char* model = "model";  // for messages: "this GPT takes tokens, …"
 };
 
+// Next-token batches of token sequences (every generator of src/data builds its batches with these two):
+// next_token_batch(B, T) is B rows of T inputs, every position scored (mask 1); set_next_token_row(bt, b, seq)
+// fills row b with inputs seq[0..T−1] and targets seq[1..T] (seq holds at least T+1 tokens).
+Batch next_token_batch(int B, int T);
+void set_next_token_row(Batch& bt, int b, const int* seq);
+
 // Check `bt` against the contract above; fails (icl::Error) with one line naming the problem. Returns whether
 // the batch has targets.
 bool check_batch(const Batch& bt, const BatchSpec& spec);

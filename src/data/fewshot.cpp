@@ -23,9 +23,7 @@ FewshotExample fewshot_example(int cls, int label, Rng& rng, double p_key) {
 }
 
 Batch fewshot_batch(int B, int T, Rng& rng) {
-    Batch bt;
-    bt.B = B;
-    bt.T = T;
+    Batch bt = next_token_batch(B, T);
     for (int b = 0; b < B; b++) {
         std::vector<int> seq;
         while ((int)seq.size() < T + 1) {
@@ -34,11 +32,7 @@ Batch fewshot_batch(int B, int T, Rng& rng) {
             seq.insert(seq.end(), e.tokens.begin(), e.tokens.end());
             seq.push_back(FS_SEP);
         }
-        for (int t = 0; t < T; t++) {
-            bt.tokens.push_back(seq[t]);
-            bt.targets.push_back(seq[t + 1]);
-            bt.mask.push_back(1.0f);
-        }
+        set_next_token_row(bt, b, seq.data());
     }
     return bt;
 }

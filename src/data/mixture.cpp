@@ -122,27 +122,11 @@ std::vector<int> mixture_sequence(const Corpus& cp, bool val, const std::vector<
     return seq;
 }
 
-static void put_sequence(Batch& bt, int b, const std::vector<int>& seq) {
-    for (int t = 0; t < bt.T; t++) {
-        bt.tokens[(size_t)b * bt.T + t] = seq[t];
-        bt.targets[(size_t)b * bt.T + t] = seq[t + 1];
-    }
-}
-
-static Batch empty_batch(int B, int T) {
-    Batch bt;
-    bt.B = B;
-    bt.T = T;
-    bt.tokens.resize((size_t)B * T);
-    bt.targets.resize((size_t)B * T);
-    bt.mask.assign((size_t)B * T, 1.0f);
-    return bt;
-}
 
 Batch mixture_batch(const Corpus& cp, bool val, const MixConfig& mc, int B, Rng& rng, std::vector<MixSample>* info) {
     if (mc.l_start < 1 || mc.l_finish < mc.l_start || mc.l_finish >= mc.T)
         fail_usage(strfmt("--l-start/--l-finish: need 1 <= l_start <= l_finish < T=%d, got %d and %d", mc.T, mc.l_start, mc.l_finish));
-    Batch bt = empty_batch(B, mc.T);
+    Batch bt = next_token_batch(B, mc.T);
     if (info) info->clear();
     for (int b = 0; b < B; b++) {
         MixSample ms;
@@ -154,15 +138,15 @@ Batch mixture_batch(const Corpus& cp, bool val, const MixConfig& mc, int B, Rng&
             ms.cats.push_back((int)rng.below(cp.categories()));
             ms.starts.push_back(cuts[0]);
         }
-        put_sequence(bt, b, mixture_sequence(cp, val, ms.cats, cuts, mc.T, rng));
+        set_next_token_row(bt, b, mixture_sequence(cp, val, ms.cats, cuts, mc.T, rng).data());
         if (info) info->push_back(ms);
     }
     return bt;
 }
 
 Batch document_batch(const Corpus& cp, bool val, const std::vector<int>& cats, int T, Rng& rng) {
-    Batch bt = empty_batch((int)cats.size(), T);
-    for (size_t b = 0; b < cats.size(); b++) put_sequence(bt, (int)b, corpus_document(cp, val, cats[b], T + 1, rng));
+    Batch bt = next_token_batch((int)cats.size(), T);
+    for (size_t b = 0; b < cats.size(); b++) set_next_token_row(bt, (int)b, corpus_document(cp, val, cats[b], T + 1, rng).data());
     return bt;
 }
 

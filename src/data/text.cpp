@@ -28,19 +28,8 @@ TextData text_load(const std::string& path, double val_fraction, int T) {
 
 Batch text_batch(const std::vector<int>& split, int B, int T, Rng& rng) {
     ICL_ASSERT(split.size() >= (size_t)T + 1);
-    Batch bt;
-    bt.B = B;
-    bt.T = T;
-    bt.tokens.resize((size_t)B * T);
-    bt.targets.resize((size_t)B * T);
-    bt.mask.assign((size_t)B * T, 1.0f);
-    for (int b = 0; b < B; b++) {
-        size_t start = (size_t)rng.below(split.size() - T);
-        for (int t = 0; t < T; t++) {
-            bt.tokens[(size_t)b * T + t] = split[start + t];
-            bt.targets[(size_t)b * T + t] = split[start + t + 1];
-        }
-    }
+    Batch bt = next_token_batch(B, T);
+    for (int b = 0; b < B; b++) set_next_token_row(bt, b, split.data() + (size_t)rng.below(split.size() - T));
     return bt;
 }
 

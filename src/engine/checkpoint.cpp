@@ -11,6 +11,18 @@ namespace icl {
 
 using ojson = nlohmann::ordered_json;
 
+int config_int(const nlohmann::json& j, const char* key, const char* model, int64_t lo, int64_t hi) {
+    if (!j.is_object() || !j.contains(key)) fail(strfmt("%s config: missing '%s'", model, key));
+    const nlohmann::json& v = j[key];
+    if (!v.is_number_integer()) fail(strfmt("%s config: '%s' is not an integer", model, key));
+    const bool neg = v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0;
+    if (!neg && v.is_number_unsigned() && v.get<uint64_t>() > (uint64_t)hi)
+        fail(strfmt("%s config: '%s' = %llu is outside [%lld, %lld]", model, key, (unsigned long long)v.get<uint64_t>(), (long long)lo, (long long)hi));
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi) fail(strfmt("%s config: '%s' = %lld is outside [%lld, %lld]", model, key, (long long)x, (long long)lo, (long long)hi));
+    return (int)x;
+}
+
 static std::string short_dump(const ojson& v) {
     std::string s = v.dump();
     return s.size() > 60 ? s.substr(0, 57) + "..." : s;

@@ -25,6 +25,9 @@
 #include <map>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "engine/common.h"
 #include "engine/tensor.h"
 
 namespace icl {
@@ -58,6 +61,20 @@ CheckpointInfo read_checkpoint_metadata(const std::string& path);
 
 // The first difference between two JSON configs, as "'key': A in the checkpoint, B in this run", or ""
 // when they are equal (numbers compare by value: 4 == 4.0). Throws icl::Error if either is not JSON.
+// One integer of a model config read back from a file: present, an integer, in [lo, hi] (hard limits, checked
+// before anything is sized from it); otherwise a file error (exit 1) naming the model, the key and the value.
+int config_int(const nlohmann::json& j, const char* key, const char* model, int64_t lo, int64_t hi);
+// Run a config's validate() on values read from a file: what would be a flag error for a command line is a
+// file error here (exit 1, "<model> config in the file: …").
+template <typename Config>
+void validate_file_config(const Config& c, const char* model) {
+    try {
+        c.validate();
+    } catch (const Error& e) {
+        fail(std::string(model) + " config in the file: " + e.what());
+    }
+}
+
 std::string config_difference(const std::string& saved_json, const std::string& current_json);
 
 }  // namespace icl

@@ -293,6 +293,15 @@ int apply_threads(const Cli& cli) {
     return omp_get_max_threads();
 }
 
+RunEnv apply_run_flags(const Cli& cli) {
+    RunEnv e;
+    e.threads = apply_threads(cli);
+    e.dev = parse_device(cli.get("--device"));
+    require_device(e.dev);
+    if (cli.has_flag("--tf32")) set_tf32(cli.get_bool("--tf32"));
+    return e;
+}
+
 int cli_main(int argc, char** argv, int (*run)(int, char**)) {
     try {
         return run(argc, argv);

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/device.h"
+
 namespace icl {
 
 class Cli {
@@ -88,6 +90,14 @@ void add_common_flags(Cli& cli, const CommonDefaults& d);
 
 // Apply --threads (0 = OpenMP default) to OpenMP; returns the thread count in use.
 int apply_threads(const Cli& cli);
+
+// The run-wide flags every binary applies first: --threads (to OpenMP), --device (checked usable here), --tf32
+// (when the binary has it).
+struct RunEnv {
+    int threads = 1;
+    Device dev = Device::cpu;
+};
+RunEnv apply_run_flags(const Cli& cli);
 
 // Subcommands (iclca, tint, duallens): the table is written once in the binary; the positional usage
 // "SUBCOMMAND (train | convert | …)" and the dispatch come from it. An unknown name is a usage error listing them.

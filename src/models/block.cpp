@@ -254,6 +254,33 @@ void block_backward(ModelState<real>& s, const std::string& h, const std::string
     op::layernorm_backward(dev, dx, G("ln1.w"), G("ln1.b"), D("ln1"), x, P("ln1.w"), A("ln1.mean"), A("ln1.rstd"), N, C);
 }
 
+std::string blocks_output(int L, const std::string& x0) { return L > 0 ? "h." + std::to_string(L - 1) + ".res3" : x0; }
+
+template <typename real>
+real* blocks_forward(ModelState<real>& s, int L, real* x, const BlockRun<real>& b) {
+    for (int l = 0; l < L; l++) {
+        const std::string h = "h." + std::to_string(l) + ".";
+        // x = x + attn(LN1(x)) ;  x = x + mlp(LN2(x))
+        x = block_forward(s, h, h, x, b);
+    }
+    return x;
+}
+
+template <typename real>
+void blocks_backward(ModelState<real>& s, int L, const std::string& x0, const BlockRun<real>& b) {
+    for (int l = L - 1; l >= 0; l--) {
+        const std::string h = "h." + std::to_string(l) + ".";
+        const std::string in = l == 0 ? x0 : "h." + std::to_string(l - 1) + ".res3";
+        // x = x + attn(LN1(x)) ;  x = x + mlp(LN2(x))
+        block_backward(s, h, h, s.act(in), s.dact(in), b);
+    }
+}
+
+template float* blocks_forward(ModelState<float>&, int, float*, const BlockRun<float>&);
+template double* blocks_forward(ModelState<double>&, int, double*, const BlockRun<double>&);
+template void blocks_backward(ModelState<float>&, int, const std::string&, const BlockRun<float>&);
+template void blocks_backward(ModelState<double>&, int, const std::string&, const BlockRun<double>&);
+
 template float* block_forward<float>(ModelState<float>&, const std::string&, const std::string&, const float*, const BlockRun<float>&);
 template double* block_forward<double>(ModelState<double>&, const std::string&, const std::string&, const double*, const BlockRun<double>&);
 template void block_backward<float>(ModelState<float>&, const std::string&, const std::string&, const float*, float*, const BlockRun<float>&);

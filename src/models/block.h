@@ -89,4 +89,13 @@ real* block_forward(ModelState<real>& s, const std::string& h, const std::string
 template <typename real>
 void block_backward(ModelState<real>& s, const std::string& h, const std::string& p, const real* x, real* dx, const BlockRun<real>& b);
 
+// The stack of L blocks every model runs (GPT, kernel LM, the CGT's x-only passes): x_L = block_{L−1}(… block_0(x_0)),
+// activations "h.<l>.*"; returns x_L. blocks_backward runs from d(x_L) down to d(x0), the activation x_0 was read
+// from (ACCUMULATED, like every backward). blocks_output names x_L ("h.<L−1>.res3", or x0 when L = 0).
+std::string blocks_output(int L, const std::string& x0);
+template <typename real>
+real* blocks_forward(ModelState<real>& s, int L, real* x, const BlockRun<real>& b);
+template <typename real>
+void blocks_backward(ModelState<real>& s, int L, const std::string& x0, const BlockRun<real>& b);
+
 }  // namespace icl

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/checkpoint.h"
 #include "engine/common.h"
 #include "layers/dispatch.h"
 #include "models/attn_mod.h"
@@ -26,17 +27,20 @@ nlohmann::json GPTConfig::to_json() const {
 
 GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
     GPTConfig c;
-    auto get = [&](const char* k, int& dst) {
-        if (!j.contains(k) || !j[k].is_number_integer()) fail(std::string("GPT config: missing or non-integer '") + k + "'");
-        dst = j[k].get<int>();
-    };
-    get("L", c.L); get("C", c.C); get("NH", c.NH); get("V", c.V); get("maxT", c.maxT); get("d_in", c.d_in); get("d_out", c.d_out);
+    // hard limits before anything is sized from these numbers (engine/checkpoint.h)
+    c.L = config_int(j, "L", "GPT", 1, 1 << 12);
+    c.C = config_int(j, "C", "GPT", 1, 1 << 16);
+    c.NH = config_int(j, "NH", "GPT", 1, 1 << 12);
+    c.V = config_int(j, "V", "GPT", 0, 1 << 24);
+    c.maxT = config_int(j, "maxT", "GPT", 1, 1 << 24);
+    c.d_in = config_int(j, "d_in", "GPT", 0, 1 << 16);
+    c.d_out = config_int(j, "d_out", "GPT", 0, 1 << 16);
     if (j.contains("act")) {
         if (!j["act"].is_string()) fail("GPT config: 'act' is not a string");
         c.act = j["act"].get<std::string>();
     }
     if (j.contains("attn_mod")) c.mod = attn_mods_from_json(j["attn_mod"]);
-    c.validate();
+    validate_file_config(c, "GPT");
     return c;
 }
 
@@ -125,13 +129,7 @@ GPT<real>::GPT(const GPTConfig& c, Device dev, uint64_t seed) : cfg(c) {
 
 template <typename real>
 BatchSpec GPT<real>::batch_spec() const {
-    BatchSpec b;
-    b.V = cfg.d_in > 0 ? 0 : cfg.V;
-    b.D = cfg.d_in;
-    b.Dout = cfg.d_out;
-    b.max_T = cfg.maxT;
-    b.model = "GPT";
-    return b;
+    return lm_batch_spec(cfg.V, cfg.d_in, cfg.d_out, cfg.maxT, "GPT");
 }
 
 template <typename real>
@@ -178,11 +176,7 @@ double GPT<real>::forward(const Batch& bt) {
     else op::encoder_forward(dev, x, in_.tokens.ptr, pos, s.param("wte"), s.param("wpe"), B, T, C, cfg.V, cfg.maxT);
     // the blocks
     const BlockRun<real> run = block_run();
-    for (int l = 0; l < cfg.L; l++) {
-        const std::string h = "h." + std::to_string(l) + ".";
-        // x = x + attn(LN1(x)) ;  x = x + mlp(LN2(x))
-        x = block_forward(s, h, h, x, run);
-    }
+    x = blocks_forward(s, cfg.L, x, run);  // x = x + attn(LN1(x)) ;  x = x + mlp(LN2(x)), L times
     // lnf = LN_f(x); logits = lnf·wteᵀ | pred = lnf·Wheadᵀ + b; the masked mean loss (models/lm_io.h)
     return head_.forward(s, x, in_);
 }
@@ -194,14 +188,9 @@ void GPT<real>::backward() {
     const int C = cfg.C;
     s.zero_grad();
     // the loss, the head and LN_f, into d(x_L)
-    head_.backward(s, cfg.L > 0 ? "h." + std::to_string(cfg.L - 1) + ".res3" : "encoded", in_);
+    head_.backward(s, blocks_output(cfg.L, "encoded"), in_);
     const BlockRun<real> run = block_run();
-    for (int l = cfg.L - 1; l >= 0; l--) {
-        const std::string h = "h." + std::to_string(l) + ".";
-        const std::string in = l == 0 ? "encoded" : "h." + std::to_string(l - 1) + ".res3";
-        // x = x + attn(LN1(x)) ;  x = x + mlp(LN2(x))
-        block_backward(s, h, h, s.act(in), s.dact(in), run);
-    }
+    blocks_backward(s, cfg.L, "encoded", run);  // x = x + attn(LN1(x)) ;  x = x + mlp(LN2(x)), L times
     // encoded = wte[tokens] + wpe[pos]   (or zero-padded vectors + wpe[pos])
     if (cfg.d_in > 0) op::vector_embed_backward(dev, s.grad("wpe"), s.dact("encoded"), in_.pos_ptr(), B, T, C, cfg.maxT);
     else op::encoder_backward(dev, s.grad("wte"), s.grad("wpe"), s.dact("encoded"), in_.tokens.ptr, in_.pos_ptr(), B, T, C, cfg.V, cfg.maxT);

@@ -30,6 +30,16 @@ void lm_head_activations(ActTable& t, const std::string& pre, int64_t B, int64_t
     t.add(pre + "losses", {B, T}, "per-position loss", false);
 }
 
+BatchSpec lm_batch_spec(int V, int d_in, int d_out, int maxT, const char* model) {
+    BatchSpec b;
+    b.V = d_in > 0 ? 0 : V;
+    b.D = d_in;
+    b.Dout = d_out;
+    b.max_T = maxT;
+    b.model = model;
+    return b;
+}
+
 // ---- the batch on the device ----------------------------------------------------------------------------
 
 template <typename real, typename src>

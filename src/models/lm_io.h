@@ -36,6 +36,10 @@ struct HeadSpec {
 // The head's activations for N = B·T rows at prefix pre.
 void lm_head_activations(ActTable& t, const std::string& pre, int64_t B, int64_t T, const HeadSpec& h);
 
+// The BatchSpec of a model with V tokens (or d_in-wide vector inputs), a tied LM head over V (or a d_out-wide
+// vector head) and positions below maxT.
+BatchSpec lm_batch_spec(int V, int d_in, int d_out, int maxT, const char* model);
+
 template <typename real>
 struct DeviceBatch {
     int B = 0, T = 0;

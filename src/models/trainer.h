@@ -19,6 +19,7 @@
 #include "engine/common.h"
 #include "engine/run.h"
 #include "layers/adamw.h"
+#include "models/gpt.h"
 #include "models/state.h"
 #include "report/plot.h"
 
@@ -57,8 +58,8 @@ Config checkpoint_config(const Cli& cli, const Task& task, const std::string& mo
     CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
     if (ci.model != model) fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, not '" + model + "'");
     Config saved = Config::from_json(nlohmann::json::parse(ci.config));
-    for (const char* f : arch_flags)
-        if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from --load; drop the flag");
+    for (const std::string& f : given_arch_flags(cli, arch_flags))  // the listed flags and the --attn-* ones
+        fail_usage(f + ": the architecture comes from --load; drop the flag");
     task.check_fits(saved.V, saved.d_in, saved.d_out, saved.maxT);
     return saved;
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/checkpoint.h"
 #include "engine/common.h"
 #include "layers/dispatch.h"
 #include "models/attn_mod.h"
@@ -35,18 +36,26 @@ nlohmann::json CGTConfig::to_json() const {
 
 CGTConfig CGTConfig::from_json(const nlohmann::json& j) {
     CGTConfig c;
-    auto get = [&](const char* k, int& dst) {
-        if (!j.contains(k) || !j[k].is_number_integer()) fail(std::string("CGT config: missing or non-integer '") + k + "'");
-        dst = j[k].get<int>();
-    };
-    get("L", c.L); get("ell", c.ell); get("dx", c.dx); get("dy", c.dy); get("NHx", c.NHx); get("NHy", c.NHy);
-    get("r", c.r); get("M", c.M); get("V", c.V); get("maxT", c.maxT); get("d_in", c.d_in); get("d_out", c.d_out);
+    // hard limits before anything is sized from these numbers (engine/checkpoint.h)
+    const char* m = "CGT";
+    c.L = config_int(j, "L", m, 1, 1 << 12);
+    c.ell = config_int(j, "ell", m, 0, 1 << 12);
+    c.dx = config_int(j, "dx", m, 1, 1 << 16);
+    c.dy = config_int(j, "dy", m, 0, 1 << 16);
+    c.NHx = config_int(j, "NHx", m, 1, 1 << 12);
+    c.NHy = config_int(j, "NHy", m, 1, 1 << 12);
+    c.r = config_int(j, "r", m, 1, 1 << 12);
+    c.M = config_int(j, "M", m, 1, 1 << 12);
+    c.V = config_int(j, "V", m, 0, 1 << 24);
+    c.maxT = config_int(j, "maxT", m, 1, 1 << 24);
+    c.d_in = config_int(j, "d_in", m, 0, 1 << 16);
+    c.d_out = config_int(j, "d_out", m, 0, 1 << 16);
     if (!j.contains("h") || !j["h"].is_string() || (j["h"] != "tanh" && j["h"] != "softmax")) fail("CGT config: 'h' must be tanh|softmax");
     c.h = j["h"] == "tanh" ? MixFn::tanh : MixFn::softmax;
     if (!j.contains("vae") || !j["vae"].is_boolean()) fail("CGT config: missing 'vae'");
     c.vae = j["vae"].get<bool>();
     if (j.contains("attn_mod")) c.mod = attn_mods_from_json(j["attn_mod"]);
-    c.validate();
+    validate_file_config(c, "CGT");
     return c;
 }
 
@@ -279,13 +288,7 @@ void CGT<real>::layout(int B_, int T_, int Ta_) {
 
 template <typename real>
 BatchSpec CGT<real>::batch_spec() const {
-    BatchSpec b;
-    b.V = cfg.d_in > 0 ? 0 : cfg.V;
-    b.D = cfg.d_in;
-    b.Dout = cfg.d_out;
-    b.max_T = cfg.maxT;
-    b.model = "CGT";
-    return b;
+    return lm_batch_spec(cfg.V, cfg.d_in, cfg.d_out, cfg.maxT, "CGT");
 }
 
 // One pass of the model over (Bp,Tp) rows with activation prefix `pre`. with_y_stream: the dual blocks also run

@@ -333,12 +333,7 @@ void OneHead<real>::backward() {
 
 template <typename real>
 BatchSpec OneHead<real>::batch_spec() const {
-    BatchSpec b;
-    b.D = cfg.D;
-    b.Dout = 1;
-    b.max_T = 1 << 30;  // no positions: attention over the tokens as given
-    b.model = "one-head model";
-    return b;
+    return lm_batch_spec(0, cfg.D, 1, 1 << 30, "one-head model");  // no positions: any T
 }
 
 template <typename real>

@@ -106,17 +106,8 @@ InductionSeq induction_sequence(int T, Rng& rng) {
 }
 
 Batch induction_batch(int B, int T, Rng& rng) {
-    Batch bt;
-    bt.B = B;
-    bt.T = T;
-    for (int b = 0; b < B; b++) {
-        InductionSeq s = induction_sequence(T, rng);
-        for (int t = 0; t < T; t++) {
-            bt.tokens.push_back(s.tokens[t]);
-            bt.targets.push_back(s.tokens[t + 1]);
-            bt.mask.push_back(1.0f);
-        }
-    }
+    Batch bt = next_token_batch(B, T);
+    for (int b = 0; b < B; b++) set_next_token_row(bt, b, induction_sequence(T, rng).tokens.data());
     return bt;
 }
 

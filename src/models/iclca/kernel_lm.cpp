@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/checkpoint.h"
 #include "engine/common.h"
 #include "layers/dispatch.h"
 #include "models/block.h"
@@ -22,14 +23,16 @@ nlohmann::json KernelLMConfig::to_json() const {
 
 KernelLMConfig KernelLMConfig::from_json(const nlohmann::json& j) {
     KernelLMConfig c;
-    auto get = [&](const char* k, int& dst) {
-        if (!j.contains(k) || !j[k].is_number_integer()) fail(std::string("kernel_lm config: missing or non-integer '") + k + "'");
-        dst = j[k].get<int>();
-    };
-    get("L", c.L); get("C", c.C); get("NH", c.NH); get("V", c.V); get("maxT", c.maxT); get("bias", c.bias);
+    // hard limits before anything is sized from these numbers (engine/checkpoint.h)
+    c.L = config_int(j, "L", "kernel_lm", 1, 1 << 12);
+    c.C = config_int(j, "C", "kernel_lm", 1, 1 << 16);
+    c.NH = config_int(j, "NH", "kernel_lm", 1, 1 << 12);
+    c.V = config_int(j, "V", "kernel_lm", 1, 1 << 24);
+    c.maxT = config_int(j, "maxT", "kernel_lm", 1, 1 << 30);
+    c.bias = config_int(j, "bias", "kernel_lm", 0, 1);
     if (!j.contains("eps") || !j["eps"].is_number()) fail("kernel_lm config: missing or non-numeric 'eps'");
     c.eps = j["eps"].get<double>();
-    c.validate();
+    validate_file_config(c, "kernel_lm");
     return c;
 }
 
@@ -146,11 +149,7 @@ double KernelLM<real>::forward(const Batch& bt) {
     // x = wte[tokens] (+ a zero row: the engine's encoder with a one-row zero position table)
     op::encoder_forward(dev, x, in_.tokens.ptr, d_zero_pos_.ptr, s.param("wte"), zero_wpe_.ptr, B, T, C, cfg.V, 1);
     const BlockRun<real> run = block_run(in_.pos_ptr());
-    for (int l = 0; l < cfg.L; l++) {
-        const std::string h = "h." + std::to_string(l) + ".";
-        // x = x + kattn(LN1(x)) ;  x = x + mlp(LN2(x))
-        x = block_forward(s, h, h, x, run);
-    }
+    x = blocks_forward(s, cfg.L, x, run);  // x = x + kattn(LN1(x)) ;  x = x + mlp(LN2(x)), L times
     // lnf = LN_f(x); logits = lnf·wteᵀ (tied); the masked mean loss (models/lm_io.h)
     return head_.forward(s, x, in_);
 }
@@ -162,14 +161,9 @@ void KernelLM<real>::backward() {
     const int C = cfg.C;
     s.zero_grad();
     // the loss, the tied head and LN_f, into d(x_L)
-    head_.backward(s, "h." + std::to_string(cfg.L - 1) + ".res3", in_);
+    head_.backward(s, blocks_output(cfg.L, "encoded"), in_);
     const BlockRun<real> run = block_run(in_.pos_ptr());
-    for (int l = cfg.L - 1; l >= 0; l--) {
-        const std::string h = "h." + std::to_string(l) + ".";
-        const std::string in = l == 0 ? "encoded" : "h." + std::to_string(l - 1) + ".res3";
-        // x = x + kattn(LN1(x)) ;  x = x + mlp(LN2(x))
-        block_backward(s, h, h, s.act(in), s.dact(in), run);
-    }
+    blocks_backward(s, cfg.L, "encoded", run);  // x = x + kattn(LN1(x)) ;  x = x + mlp(LN2(x)), L times
     // encoded = wte[tokens] + 0
     op::encoder_backward(dev, s.grad("wte"), (real*)nullptr, s.dact("encoded"), in_.tokens.ptr, d_zero_pos_.ptr, B, T, C, cfg.V, 1);
 }
@@ -181,11 +175,7 @@ std::vector<real> KernelLM<real>::outputs() {
 
 template <typename real>
 BatchSpec KernelLM<real>::batch_spec() const {
-    BatchSpec b;
-    b.V = cfg.V;
-    b.max_T = cfg.maxT;
-    b.model = "kernel LM";
-    return b;
+    return lm_batch_spec(cfg.V, 0, 0, cfg.maxT, "kernel LM");
 }
 
 // ------------------------------------------------------------------------------------------------------
