@@ -53,4 +53,10 @@ struct Buffer {
     size_t bytes() const { return n * sizeof(real); }
 };
 
+// Grow-only scratch: (re)allocate b for at least n elements on dev when it is smaller (contents not kept).
+template <typename real>
+void ensure_size(Buffer<real>& b, Device dev, size_t n) {
+    if (b.n < n || b.dev != dev) b = Buffer<real>(dev, n);
+}
+
 }  // namespace icl

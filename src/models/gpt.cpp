@@ -117,12 +117,7 @@ std::vector<std::string> given_arch_flags(const Cli& cli, std::initializer_list<
 template <typename real>
 GPT<real>::GPT(const GPTConfig& c, Device dev, uint64_t seed) : cfg(c) {
     cfg.validate();
-    s.dev = dev;
-    s.kind = "gpt";
-    s.config = cfg.to_json();
-    s.ptable = gpt_parameters(cfg);
-    s.alloc_params();
-    s.init_params(seed);
+    s.create(dev, "gpt", cfg.to_json(), gpt_parameters(cfg), seed);
     seed_ = seed;
     head_.spec = HeadSpec{cfg.C, cfg.V, cfg.d_out};
 }
@@ -155,11 +150,9 @@ void GPT<real>::layout(int B_, int T_) {
     t.add("encoded", {Bl, Tl, C}, "token + position embedding", true);
     for (int l = 0; l < cfg.L; l++) block_activations(t, "h." + std::to_string(l) + ".", Bl, Tl, block_shape(cfg));
     lm_head_activations(t, "", Bl, Tl, head_.spec);
-    s.atable = std::move(t.acts);
-    s.gtable = std::move(t.grads);
-    s.alloc_acts();
+    s.set_activations(std::move(t.acts), std::move(t.grads));
     size_t scratch = attention_scratch_size(B, T, cfg.C, cfg.NH, omp_get_max_threads());
-    if (scratch_.n < scratch) scratch_ = Buffer<real>(s.dev, scratch);
+    ensure_size(scratch_, s.dev, scratch);
 }
 
 template <typename real>

@@ -45,7 +45,7 @@ BatchSpec lm_batch_spec(int V, int d_in, int d_out, int maxT, const char* model)
 template <typename real, typename src>
 static void copy_up(Device dev, Buffer<real>& dst, const std::vector<src>& host) {
     std::vector<real> v(host.begin(), host.end());
-    if (dst.n < v.size()) dst = Buffer<real>(dev, v.size());
+    ensure_size(dst, dev, v.size());
     device_copy(dev, dst.ptr, v.data(), v.size() * sizeof(real), Copy::host_to_device);
 }
 
@@ -127,7 +127,7 @@ void LMHead<real>::backward(ModelState<real>& s, const std::string& x_name, cons
     if (dloss_host_.empty()) fail("backward() needs a forward() with targets first");
     const Device dev = s.dev;
     const int N = N_, C = spec.C;
-    if (dloss_.n < (size_t)N) dloss_ = Buffer<real>(dev, N);
+    ensure_size(dloss_, dev, N);
     s.upload(dloss_, 0, dloss_host_.data(), N);
     if (spec.vector()) {
         // losses = MSE(pred, target_vecs) ;  pred = lnf·Wheadᵀ + b

@@ -12,6 +12,23 @@
 namespace icl {
 
 template <typename real>
+void ModelState<real>::create(Device d, const std::string& model_kind, const nlohmann::json& cfg, TensorTable table, uint64_t seed) {
+    dev = d;
+    kind = model_kind;
+    config = cfg;
+    ptable = std::move(table);
+    alloc_params();
+    init_params(seed);
+}
+
+template <typename real>
+void ModelState<real>::set_activations(TensorTable acts_table, TensorTable grads_table) {
+    atable = std::move(acts_table);
+    gtable = std::move(grads_table);
+    alloc_acts();
+}
+
+template <typename real>
 void ModelState<real>::alloc_params() {
     params = Buffer<real>(dev, ptable.total);
     grads = Buffer<real>(dev, ptable.total);
@@ -58,8 +75,8 @@ void ModelState<real>::randomize_params(uint64_t seed, double std) {
 
 template <typename real>
 void ModelState<real>::alloc_acts() {
-    if (acts.n < atable.total) acts = Buffer<real>(dev, atable.total);
-    if (dacts.n < gtable.total) dacts = Buffer<real>(dev, gtable.total);
+    ensure_size(acts, dev, atable.total);
+    ensure_size(dacts, dev, gtable.total);
 }
 
 template <typename real>

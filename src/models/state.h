@@ -36,6 +36,11 @@ struct ModelState {
     Buffer<real> acts, dacts;
 
     // --- allocation and init ---
+    // What every model's constructor does with its registry: set the device, kind and config, lay out `table`,
+    // allocate params/grads/m/v in one buffer each, and initialise by each spec's Init from `seed`.
+    void create(Device d, const std::string& model_kind, const nlohmann::json& cfg, TensorTable table, uint64_t seed);
+    // The activation table for the current (B,T) and the gradient table of the tensors that get one, then their buffers.
+    void set_activations(TensorTable acts_table, TensorTable grads_table);
     void alloc_params();                     // params, grads, m, v for ptable (zeroed)
     void init_params(uint64_t seed);         // by each spec's Init; computed on the host, then uploaded
     // For tests and checks that need every parameter to matter: N(0, std²) everywhere, plus 1 on the

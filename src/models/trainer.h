@@ -136,11 +136,7 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
     r.ms_per_step = timed ? t_total / timed * 1e3 : NAN;
     r.tokens_per_s = timed ? o.tokens_per_step / (t_total / timed) : NAN;
     // loss.png: training loss (and every eval column with "loss" in its name) against the step
-    LinePlot p;
-    p.title = o.title;
-    p.xlabel = "step";
-    p.ylabel = "loss";
-    p.logy = true;
+    LinePlot p = make_line_plot(o.title, "step", "loss", false, true);
     std::vector<double> steps = log.column("step");
     p.series.push_back({"train loss", steps, log.column("loss")});
     for (auto& c : o.eval_columns)

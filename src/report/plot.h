@@ -50,6 +50,16 @@ struct LinePlot {
 };
 
 void save_line_plot(const std::string& png_path, const LinePlot& p, int width = 900, int height = 560);
+// A line plot with its title and axes set; the series are added after.
+inline LinePlot make_line_plot(std::string title, std::string xlabel, std::string ylabel, bool logx = false, bool logy = false) {
+    LinePlot p;
+    p.title = std::move(title);
+    p.xlabel = std::move(xlabel);
+    p.ylabel = std::move(ylabel);
+    p.logx = logx;
+    p.logy = logy;
+    return p;
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Heatmaps (row 0 at the top, like a printed matrix) with a colour bar

@@ -37,19 +37,11 @@ nlohmann::json CGTConfig::to_json() const {
 CGTConfig CGTConfig::from_json(const nlohmann::json& j) {
     CGTConfig c;
     // hard limits before anything is sized from these numbers (engine/checkpoint.h)
-    const char* m = "CGT";
-    c.L = config_int(j, "L", m, 1, 1 << 12);
-    c.ell = config_int(j, "ell", m, 0, 1 << 12);
-    c.dx = config_int(j, "dx", m, 1, 1 << 16);
-    c.dy = config_int(j, "dy", m, 0, 1 << 16);
-    c.NHx = config_int(j, "NHx", m, 1, 1 << 12);
-    c.NHy = config_int(j, "NHy", m, 1, 1 << 12);
-    c.r = config_int(j, "r", m, 1, 1 << 12);
-    c.M = config_int(j, "M", m, 1, 1 << 12);
-    c.V = config_int(j, "V", m, 0, 1 << 24);
-    c.maxT = config_int(j, "maxT", m, 1, 1 << 24);
-    c.d_in = config_int(j, "d_in", m, 0, 1 << 16);
-    c.d_out = config_int(j, "d_out", m, 0, 1 << 16);
+    const struct { const char* key; int* dst; int lo, hi; } fields[] = {
+        {"L", &c.L, 1, 1 << 12},     {"ell", &c.ell, 0, 1 << 12},  {"dx", &c.dx, 1, 1 << 16},      {"dy", &c.dy, 0, 1 << 16},
+        {"NHx", &c.NHx, 1, 1 << 12}, {"NHy", &c.NHy, 1, 1 << 12},  {"r", &c.r, 1, 1 << 12},        {"M", &c.M, 1, 1 << 12},
+        {"V", &c.V, 0, 1 << 24},     {"maxT", &c.maxT, 1, 1 << 24}, {"d_in", &c.d_in, 0, 1 << 16}, {"d_out", &c.d_out, 0, 1 << 16}};
+    for (const auto& f : fields) *f.dst = config_int(j, f.key, "CGT", f.lo, f.hi);
     if (!j.contains("h") || !j["h"].is_string() || (j["h"] != "tanh" && j["h"] != "softmax")) fail("CGT config: 'h' must be tanh|softmax");
     c.h = j["h"] == "tanh" ? MixFn::tanh : MixFn::softmax;
     if (!j.contains("vae") || !j["vae"].is_boolean()) fail("CGT config: missing 'vae'");
@@ -176,12 +168,7 @@ TensorTable cgt_parameters(const CGTConfig& c) {
 template <typename real>
 CGT<real>::CGT(const CGTConfig& c, Device dev, uint64_t seed) : cfg(c), rng_(Rng(seed).split(77)) {
     cfg.validate();
-    s.dev = dev;
-    s.kind = "cgt";
-    s.config = cfg.to_json();
-    s.ptable = cgt_parameters(cfg);
-    s.alloc_params();
-    s.init_params(seed);
+    s.create(dev, "cgt", cfg.to_json(), cgt_parameters(cfg), seed);
     seed_ = seed;
     head_.spec = ahead_.spec = HeadSpec{cfg.dx, cfg.V, cfg.d_out};
     ahead_.pre = "aux.";
@@ -274,16 +261,14 @@ void CGT<real>::layout(int B_, int T_, int Ta_) {
     };
     if (T > 0) pass("", T, cfg.has_y());
     if (Ta > 0) pass("aux.", Ta, false);
-    s.atable = std::move(t.acts);
-    s.gtable = std::move(t.grads);
-    s.alloc_acts();
+    s.set_activations(std::move(t.acts), std::move(t.grads));
     const int nt = omp_get_max_threads();
     size_t sc = 0;
     for (int Tl : {T, Ta})
         if (Tl > 0) sc = std::max({sc, attention_scratch_size(B, Tl, cfg.dx, cfg.NHx, nt), attention_scratch_size(B, Tl, std::max(cfg.dy, 1), std::max(cfg.NHy, 1), nt)});
-    if (scratch_.n < sc) scratch_ = Buffer<real>(s.dev, sc);
+    ensure_size(scratch_, s.dev, sc);
     size_t gs = generator_scratch_size(B * std::max(T, Ta), cfg.M, cfg.r);
-    if (gscratch_.n < gs) gscratch_ = Buffer<real>(s.dev, gs);
+    ensure_size(gscratch_, s.dev, gs);
 }
 
 template <typename real>
@@ -459,7 +444,7 @@ double CGT<real>::forward(const Batch& bt) {
         std::vector<int> idx((size_t)B * Ta);
         for (int b = 0; b < B; b++)
             for (int t = 0; t < Ta; t++) idx[(size_t)b * Ta + t] = b * T + aux_p[b] - 1;
-        if (a_idx_.n < idx.size()) a_idx_ = Buffer<int>(dev, idx.size());
+        ensure_size(a_idx_, dev, idx.size());
         device_copy(dev, a_idx_.ptr, idx.data(), idx.size() * sizeof(int), Copy::host_to_device);
         const real* yu = s.act(cfg.vae ? "y_used" : "yl");
         if (cfg.L > cfg.ell) op::gather_rows_forward(dev, s.act("aux.ytilde"), yu, a_idx_.ptr, B * Ta, cfg.dy);

@@ -565,10 +565,7 @@ TextEval text_evaluate(CGT<float>& m, const Corpus& cp, const MixConfig& mc, con
     {
         std::vector<double> x;
         for (int t = 0; t < T2; t++) x.push_back(P + t);
-        LinePlot p;
-        p.title = title + ": CE in part 2 (split at " + std::to_string(P) + ")";
-        p.xlabel = "position";
-        p.ylabel = "cross-entropy (nats/token)";
+        LinePlot p = make_line_plot(title + ": CE in part 2 (split at " + std::to_string(P) + ")", "position", "cross-entropy (nats/token)");
         p.series.push_back({"full (part 1 in context)", x, smooth(r.full, 9)});
         p.series.push_back({"uninformed (part 2 alone)", x, smooth(r.uninformed, 9)});
         if (gen) {
@@ -584,10 +581,7 @@ TextEval text_evaluate(CGT<float>& m, const Corpus& cp, const MixConfig& mc, con
         write_file_atomic(dir + "/text_loss.csv", csv);
         r.files.push_back(dir + "/text_loss.csv");
         if (gen) {
-            LinePlot d;
-            d.title = title + ": CE differences in part 2 (< 0: better than uninformed)";
-            d.xlabel = "position";
-            d.ylabel = "CE difference (nats/token)";
+            LinePlot d = make_line_plot(title + ": CE differences in part 2 (< 0: better than uninformed)", "position", "CE difference (nats/token)");
             std::vector<double> a(T2), b(T2), f(T2);
             for (int t = 0; t < T2; t++) { a[t] = r.spec[t] - r.uninformed[t]; b[t] = r.ema[t] - r.uninformed[t]; f[t] = r.full[t] - r.uninformed[t]; }
             d.series.push_back({"specialized - uninformed", x, smooth(a, 9)});
@@ -670,10 +664,7 @@ TextEval text_evaluate(CGT<float>& m, const Corpus& cp, const MixConfig& mc, con
         const std::vector<float> y = m.s.fetch_act(c.vae ? "y_used" : "yl");
         const std::vector<double> n = unit_rows(y, (size_t)B3 * T, dy);  // (B3,T,dy)
         const int bounds[4] = {0, cuts[0], cuts[1], T};
-        LinePlot p;
-        p.title = title + ": y across two joins (3-text mixtures, mean of 16)";
-        p.xlabel = "position";
-        p.ylabel = "cos(n_t, mean n of part k)";
+        LinePlot p = make_line_plot(title + ": y across two joins (3-text mixtures, mean of 16)", "position", "cos(n_t, mean n of part k)");
         std::vector<double> x;
         for (int t = 0; t < T; t++) x.push_back(t);
         for (int k = 0; k < 3; k++) {
@@ -742,10 +733,7 @@ YAnalysis write_y_analysis(CGT<float>& m, const Batch& bt, const std::string& di
     save_ndot_heatmap(dir + "/ndot.png", title + ": <n_s . n_t> (n = y/|y|, batch mean)", n, B, T, dy);
     a.files.push_back(dir + "/ndot.png");
     // traces of the first components of sequence 0
-    LinePlot p;
-    p.title = title + ": y components (sequence 0)";
-    p.xlabel = "position";
-    p.ylabel = "y_i";
+    LinePlot p = make_line_plot(title + ": y components (sequence 0)", "position", "y_i");
     double lo = INFINITY, hi = -INFINITY;
     for (int i = 0; i < std::min(dy, 8); i++) {
         Series sr;
@@ -770,11 +758,7 @@ YAnalysis write_y_analysis(CGT<float>& m, const Batch& bt, const std::string& di
     a.files.push_back(dir + "/ytrace.png");
     // DFT spectrum
     a.spectrum = y_spectrum(y, B, T, dy);
-    LinePlot sp;
-    sp.title = title + ": DFT spectrum of y (mean over components, sequences)";
-    sp.xlabel = "frequency k (periods per sequence)";
-    sp.ylabel = "normalized power";
-    sp.logy = true;
+    LinePlot sp = make_line_plot(title + ": DFT spectrum of y (mean over components, sequences)", "frequency k (periods per sequence)", "normalized power", false, true);
     Series ss;
     ss.label = "|f_k|^2";
     ss.markers = true;

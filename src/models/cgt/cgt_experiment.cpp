@@ -87,11 +87,7 @@ Batch first_rows(const Batch& bt, int n) {
 }
 
 void plot_lr_curves(const std::string& path, const std::string& title, const LREval& e, const LREval* baseline) {
-    LinePlot p;
-    p.title = title;
-    p.xlabel = "in-context samples seen k";
-    p.ylabel = "squared error vs U u + b";
-    p.logy = true;
+    LinePlot p = make_line_plot(title, "in-context samples seen k", "squared error vs U u + b", false, true);
     auto idx = [](size_t n) { std::vector<double> x; for (size_t i = 0; i < n; i++) x.push_back((double)i); return x; };
     p.series.push_back({"Bayes optimal (ridge)", idx(e.bayes.size()), e.bayes});
     p.series.back().dashed = true;
@@ -461,11 +457,7 @@ int cgt_compare(const Cli& cli, const std::vector<std::string>& variants, const 
     std::vector<std::string> cols;
     for (auto& v : vs) cols.push_back(column_title(v.name, v.loss.eta));
     {
-        LinePlot p;
-        p.title = "DFT spectrum of y (seed mean)";
-        p.xlabel = "frequency k (periods per sequence)";
-        p.ylabel = "normalized power";
-        p.logy = true;
+        LinePlot p = make_line_plot("DFT spectrum of y (seed mean)", "frequency k (periods per sequence)", "normalized power", false, true);
         for (size_t i = 0; i < vs.size(); i++) {
             if (spectra[i].empty()) continue;
             std::vector<double> m(spectra[i][0].size(), 0.0), x;
@@ -509,11 +501,7 @@ int cgt_compare(const Cli& cli, const std::vector<std::string>& variants, const 
         md += t;
         summary["table_markdown"] = t;
         // every variant's seed-mean curves in one plot
-        LinePlot p;
-        p.title = "in-context linear regression (seed means)";
-        p.xlabel = "in-context samples seen k";
-        p.ylabel = "squared error vs U u + b";
-        p.logy = true;
+        LinePlot p = make_line_plot("in-context linear regression (seed means)", "in-context samples seen k", "squared error vs U u + b", false, true);
         auto mean_curve = [&](size_t i, auto get) {
             std::vector<double> m;
             for (auto& e : lr[i]) {
@@ -542,10 +530,7 @@ int cgt_compare(const Cli& cli, const std::vector<std::string>& variants, const 
         std::string t = text_table_markdown(cols, text);
         md += t;
         summary["table_markdown"] = t;
-        LinePlot p;
-        p.title = "text mixtures: CE difference in part 2 vs the model's own uninformed run (seed means, moving average 9)";
-        p.xlabel = "position";
-        p.ylabel = "CE difference (nats/token)";
+        LinePlot p = make_line_plot("text mixtures: CE difference in part 2 vs the model's own uninformed run (seed means, moving average 9)", "position", "CE difference (nats/token)");
         for (size_t i = 0; i < vs.size(); i++) {
             if (text[i].empty() || text[i][0].spec.empty()) continue;
             const int P = text[i][0].split, T2 = (int)text[i][0].spec.size();

@@ -234,12 +234,7 @@ int64_t HeadConfig::num_params() const { return head_parameters(*this).count(); 
 template <typename real>
 OneHead<real>::OneHead(const HeadConfig& c, Device dev, uint64_t seed) : cfg(c) {
     if (cfg.D < 2 || cfg.sim_cols < 1 || cfg.sim_cols > cfg.D) fail(strfmt("one-head model: bad D=%d sim_cols=%d", cfg.D, cfg.sim_cols));
-    s.dev = dev;
-    s.kind = "duallens_head";
-    s.config = cfg.to_json();
-    s.ptable = head_parameters(cfg);
-    s.alloc_params();
-    s.init_params(seed);
+    s.create(dev, "duallens_head", cfg.to_json(), head_parameters(cfg), seed);
     seed_ = seed;
     // the read-out: ŷ = the last coordinate of h' (a fixed (1,D) row, not a parameter)
     std::vector<real> e(cfg.D, real(0));
@@ -262,11 +257,9 @@ void OneHead<real>::layout(int B_, int T_) {
     t.add("atty", {Bl, Tl, D}, "attention output h'", true);
     t.add("pred", {Bl, Tl, 1}, "last coordinate of h'", true);
     t.add("losses", {Bl, Tl}, "squared error per position", false);
-    s.atable = std::move(t.acts);
-    s.gtable = std::move(t.grads);
-    s.alloc_acts();
+    s.set_activations(std::move(t.acts), std::move(t.grads));
     const size_t sc = attention_scratch_size(B, T, cfg.D, 1);
-    if (scratch_.n < sc) scratch_ = Buffer<real>(s.dev, sc);
+    ensure_size(scratch_, s.dev, sc);
 }
 
 template <typename real>
@@ -283,7 +276,7 @@ double OneHead<real>::forward(const Batch& bt) {
         std::vector<real> xs((size_t)N * cfg.sim_cols);
         for (int n = 0; n < N; n++)
             for (int e = 0; e < cfg.sim_cols; e++) xs[(size_t)n * cfg.sim_cols + e] = (real)bt.vectors[(size_t)n * D + e];
-        if (d_sim_.n < xs.size()) d_sim_ = Buffer<real>(dev, xs.size());
+        ensure_size(d_sim_, dev, xs.size());
         s.upload(d_sim_, 0, xs.data(), xs.size());
         sim = d_sim_.ptr;
     }
@@ -311,7 +304,7 @@ void OneHead<real>::backward() {
     const int N = B * T, D = cfg.D;
     const AttnMods& m = cfg.mod;
     s.zero_grad();
-    if (d_dloss_.n < (size_t)N) d_dloss_ = Buffer<real>(dev, N);
+    ensure_size(d_dloss_, dev, N);
     s.upload(d_dloss_, 0, dloss_host_.data(), N);
     op::mse_backward(dev, s.dact("pred"), d_dloss_.ptr, s.act("pred"), in_.target_vecs.ptr, N, 1);
     // pred = atty·eᵀ

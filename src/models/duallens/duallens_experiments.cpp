@@ -60,10 +60,7 @@ int cmd_check(const Cli& cli) {
     kstep_curve(seed * 7 + 6, 15, m, th);
     RandomFeatures prf(4, 4096, seed + 77);
     kstep_curve(seed * 7 + 6, 15, mp, thp, &prf);
-    LinePlot p;
-    p.title = "R3: K = 15 gradient steps at eta/15 on the dual model";
-    p.xlabel = "step t";
-    p.ylabel = "|y_test(t) - h'|^2";
+    LinePlot p = make_line_plot("R3: K = 15 gradient steps at eta/15 on the dual model", "step t", "|y_test(t) - h'|^2");
     p.series.push_back(Series{"Taylor features (exact to 1e-10)", {}, m, true});
     p.series.push_back(Series{"random features (d_r=4096)", {}, mp, true});
     Series ts{"theory (1 - t/15)^2 |h'|^2", {}, th};
@@ -84,11 +81,7 @@ int cmd_check(const Cli& cli) {
         c32.printf("%d,%.6g,%.6g,%.6g,%.6g\n", r.N, r.excess, r.excess_sd, r.trK_over_N, r.bound_term);
     }
     c32.commit();
-    LinePlot q;
-    q.title = strfmt("R6: Theorem 3.2, excess loss vs N (slope %.2f for N >= 32)", loglog_slope(x32, e32));
-    q.xlabel = "demonstration tokens N";
-    q.ylabel = "w|G_pop|(1 - cos theta_S)";
-    q.logx = q.logy = true;
+    LinePlot q = make_line_plot(strfmt("R6: Theorem 3.2, excess loss vs N (slope %.2f for N >= 32)", loglog_slope(x32, e32)), "demonstration tokens N", "w|G_pop|(1 - cos theta_S)", true, true);
     q.series.push_back(Series{"ERM dual, mean of 20 draws", xs, ex, true});
     Series bs{"sqrt(Tr K_S)/N (bound term)", xs, bt, true};
     bs.dashed = true;
@@ -142,11 +135,7 @@ int cmd_features(const Cli& cli) {
         if (x[i + 2] == 16 * x[i])
             std::printf("  error ratio d_r=%d -> %d: A_u %.2f, output %.2f   (expected about 4; accept 2.5-6)\n", rows[i].dr, rows[i + 2].dr,
                         a[i] / a[i + 2], o[i] / o[i + 2]);
-    LinePlot p;
-    p.title = strfmt("R2: PRF approximation error vs d_r (%d draws each)", seeds);
-    p.xlabel = "random features d_r";
-    p.ylabel = "mean relative error";
-    p.logx = p.logy = true;
+    LinePlot p = make_line_plot(strfmt("R2: PRF approximation error vs d_r (%d draws each)", seeds), "random features d_r", "mean relative error", true, true);
     p.series.push_back(Series{strfmt("A_u (slope %.2f)", sa), x, a, true});
     p.series.push_back(Series{strfmt("output, RF-estimated D (slope %.2f)", so), x, o, true});
     p.series.push_back(Series{strfmt("dual y_test, exact D (slope %.2f)", sy), x, y, true});
@@ -486,11 +475,7 @@ int cmd_experiment(const Cli& cli) {
                 bool any = false;
                 for (const Config& c : configs) any |= in_group(c, g);
                 if (!any || (g.family == "baseline" && configs.size() > 1)) continue;
-                LinePlot p;
-                p.title = strfmt("R5 %s, %s, noise %g: validation nMSE (mean of %d seeds)", model.c_str(), g.name.c_str(), noise, seeds);
-                p.xlabel = "step";
-                p.ylabel = "normalized MSE";
-                p.logy = true;
+                LinePlot p = make_line_plot(strfmt("R5 %s, %s, noise %g: validation nMSE (mean of %d seeds)", model.c_str(), g.name.c_str(), noise, seeds), "step", "normalized MSE", false, true);
                 for (const Config& c : configs) {
                     if (!in_group(c, g) && c.family != "baseline") continue;
                     const std::string key = strfmt("%s|%g|%s", model.c_str(), noise, c.name.c_str());

@@ -443,11 +443,7 @@ int cmd_e4(const Cli& cli) {
         xs.push_back((double)ms[k]);
     }
     csv.commit();
-    LinePlot p;
-    p.title = strfmt("E4: ICLAA (Performer) on a softmax GPT, M=%d N=%d", M, N);
-    p.xlabel = "random features m";
-    p.ylabel = "logit relerr vs prompted";
-    p.logx = p.logy = true;
+    LinePlot p = make_line_plot(strfmt("E4: ICLAA (Performer) on a softmax GPT, M=%d N=%d", M, N), "random features m", "logit relerr vs prompted", true, true);
     p.series.push_back(Series{"converted, positions offset by M", xs, e_conv_off, true});
     Series sr{"converted, positions restart at 0", xs, e_conv_re, true};
     sr.dashed = true;

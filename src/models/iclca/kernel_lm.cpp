@@ -98,12 +98,7 @@ TensorTable kernel_lm_parameters(const KernelLMConfig& c) {
 template <typename real>
 KernelLM<real>::KernelLM(const KernelLMConfig& c, Device dev, uint64_t seed) : cfg(c) {
     cfg.validate();
-    s.dev = dev;
-    s.kind = "kernel_lm";
-    s.config = cfg.to_json();
-    s.ptable = kernel_lm_parameters(cfg);
-    s.alloc_params();
-    s.init_params(seed);
+    s.create(dev, "kernel_lm", cfg.to_json(), kernel_lm_parameters(cfg), seed);
     zero_wpe_ = Buffer<real>(dev, (size_t)cfg.C);  // the token-only embedding: wte[tok] + 0
     head_.spec = HeadSpec{cfg.C, cfg.V, 0};
 }
@@ -131,12 +126,10 @@ void KernelLM<real>::layout(int B_, int T_) {
     t.add("encoded", {Bl, Tl, C}, "token embedding (no position embedding)", true);
     for (int l = 0; l < cfg.L; l++) block_activations(t, "h." + std::to_string(l) + ".", Bl, Tl, block_shape(cfg));
     lm_head_activations(t, "", Bl, Tl, head_.spec);
-    s.atable = std::move(t.acts);
-    s.gtable = std::move(t.grads);
-    s.alloc_acts();
+    s.set_activations(std::move(t.acts), std::move(t.grads));
     size_t scratch = kernel_attention_scratch_size(B, T, cfg.C, cfg.NH, omp_get_max_threads());
-    if (scratch_.n < scratch) scratch_ = Buffer<real>(s.dev, scratch);
-    if (d_zero_pos_.n < (size_t)B * T) d_zero_pos_ = Buffer<int>(s.dev, (size_t)B * T);  // zero-filled
+    ensure_size(scratch_, s.dev, scratch);
+    ensure_size(d_zero_pos_, s.dev, (size_t)B * T);  // zero-filled
 }
 
 template <typename real>
@@ -209,7 +202,7 @@ std::vector<real> KernelLM<real>::stream_step(Stream& st, int token) {
     const size_t m = cfg.hs(), per_S = (size_t)NH * m * m, per_z = (size_t)NH * m;
     // one token's activations: x, ln, qkv(3C), atty, proj, res, fch(4C), gelu(4C), logits(V), mean, rstd
     const size_t need = (size_t)C * 16 + cfg.V + 2;
-    if (step_buf_.n < need) step_buf_ = Buffer<real>(dev, need);
+    ensure_size(step_buf_, dev, need);
     real* x = step_buf_.ptr;
     real* ln = x + C;
     real* qkv = ln + C;

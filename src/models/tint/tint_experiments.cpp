@@ -135,11 +135,7 @@ int cmd_check(const Cli& cli) {
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
     const int k = (int)cli.get_int("--k", 0), s = (int)cli.get_int("--s", 0);
     CheckSetup su(cli, seed, 7);
-    const GPTConfig& g = su.g;
-    GPT<double>& aux = su.aux;
-    GPT<float>& aux32 = su.aux32;
-    const TintConfig& c = su.c;
-    const TintInput& in = su.in;
+    auto& [g, aux, aux32, c, in] = su;  // the auxiliary model (fp64, fp32), the TinT config, the sequence
     const int T = in.T;
     std::string dir = subcommand_run_dir(cli, "tint", "check");
     std::printf("tint check: auxiliary %s model L=%d d=%d heads=%d V=%d (%s), TinT K=%d D=%d H_lin=%d H_sim=%d, k=%d s=%d, eps=%g eta=%g\n",

@@ -155,10 +155,7 @@ int cmd_lm(const Cli& cli) {
         std::printf("\n");
     }
     // plot: the change of the test perplexity against vanilla (%), per fraction, one line per arm
-    LinePlot p;
-    p.title = "tint lm: test perplexity change after the update, vs vanilla";
-    p.xlabel = "training fraction of each window";
-    p.ylabel = "perplexity change (%)";
+    LinePlot p = make_line_plot("tint lm: test perplexity change after the update, vs vanilla", "training fraction of each window", "perplexity change (%)");
     p.hlines.push_back({"vanilla", 0.0});
     for (const Arm& a : arms) {
         const std::string label = a.method + strfmt(" (%d,%d)", a.b.k, a.b.s);
@@ -408,11 +405,7 @@ int cmd_eps(const Cli& cli) {
     std::string dir = subcommand_run_dir(cli, "tint", "eps");
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
     CheckSetup su(cli, seed, 3);
-    const GPTConfig& g = su.g;
-    GPT<double>& aux = su.aux;
-    GPT<float>& aux32 = su.aux32;
-    const TintConfig& c = su.c;
-    const TintInput& in = su.in;
+    auto& [g, aux, aux32, c, in] = su;  // the auxiliary model (fp64, fp32), the TinT config, the sequence
     const int T = in.T;
     const double eta = 1e-2;
     std::vector<double> p0(aux.s.params.ptr, aux.s.params.ptr + aux.s.ptable.total);
@@ -495,11 +488,7 @@ int cmd_eps(const Cli& cli) {
         csv.printf("%g,%.4e,%.4e,%.4e,%.4e\n", e, ln64.back(), ln32.back(), up64.back(), up32.back());
     }
     csv.commit();
-    LinePlot p;
-    p.title = "TinT: error of the finite-difference backward vs eps";
-    p.xlabel = "finite-difference step eps";
-    p.ylabel = "relative error";
-    p.logx = p.logy = true;
+    LinePlot p = make_line_plot("TinT: error of the finite-difference backward vs eps", "finite-difference step eps", "relative error", true, true);
     p.series.push_back({"LayerNorm backward, fp64", E, ln64, true});
     p.series.push_back({"LayerNorm backward, fp32", E, ln32, true, true});
     p.series.push_back({"k=1 update vs exact SGD, fp64", E, up64, true});
@@ -558,11 +547,7 @@ int cmd_eps(const Cli& cli) {
         csv2.printf("%g,%.4e,%.4e,%.4e\n", h, hx.back(), hy.back(), hb.back());
     }
     csv2.commit();
-    LinePlot q;
-    q.title = "TinT: update error vs attention hardness (W_Q scaled up)";
-    q.xlabel = "1 - mean max attention weight";
-    q.ylabel = "relative error vs exact SGD";
-    q.logx = q.logy = true;
+    LinePlot q = make_line_plot("TinT: update error vs attention hardness (W_Q scaled up)", "1 - mean max attention weight", "relative error vs exact SGD", true, true);
     q.series.push_back({"all trainable, k = L", hx, hy, true});
     q.series.push_back({"top LN1 beta", hx, hb, true, true});
     save_line_plot(dir + "/hardness.png", q);
