@@ -123,7 +123,7 @@ int run(int argc, char** argv) {
         fail_usage("--fold: not exact with --attn-mod augmented or --attn-sim input (they read T^κ(u; y), which folding moves into the weights)");
     const std::string compare = cli.get("--compare");
     if (!compare.empty()) {
-        // several variants × seeds, then the comparison table (models/cgt_experiment.h)
+        // several variants × seeds, then the comparison table (models/cgt/cgt_experiment.h)
         if (fold) fail_usage("--fold: not with --compare");
         if (cli.has_value("--load")) fail_usage("--load: not with --compare (each variant trains from scratch)");
         const std::vector<std::string> names = cli.get_list("--compare");

@@ -1,4 +1,4 @@
-// Tests of the Contextually Guided Transformer (src/models/cgt.h, src/layers/generator.h, src/layers/cgt_ops.h):
+// Tests of the Contextually Guided Transformer (src/models/cgt/cgt.h, src/layers/generator.h, src/layers/cgt_ops.h):
 // fp64 finite-difference checks of every new layer and of the whole loss (incl. the aux path), and the
 // invariants of spec/cgt.md §7 as assertions.
 #include <doctest/doctest.h>

@@ -1,5 +1,5 @@
-// Tests of the CGT experiments' evaluation code (src/models/cgt_eval.h, src/models/cgt_experiment.h) and of
-// the numerics behind it (src/engine/analysis.h): FFT against a direct sum, the ridge (Bayes) curve against a
+// Tests of the CGT experiments' evaluation code (src/models/cgt/cgt_eval.h, src/models/cgt/cgt_experiment.h) and of
+// the numerics behind it (src/report/analysis.h): FFT against a direct sum, the ridge (Bayes) curve against a
 // closed form and the spec's table, t-SNE on separable clusters, the frozen-eval batch construction
 // (examples removed, positions absolute), eq. 4, the specialized accuracy against the model's own frozen mode.
 #include <doctest/doctest.h>

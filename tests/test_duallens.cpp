@@ -1,12 +1,12 @@
 // test_duallens.cpp — the representation-learning lens (spec/duallens.md): the modified attentions
-// (src/layers/attention_mods.h) and the dual-model checks (src/models/duallens.h).
+// (src/layers/attention_mods.h) and the dual-model checks (src/models/duallens/dual_model.h).
 //
 // Layers: an independent naive forward (plain loops, neighbour sets by a full sort) against the layer, fp64
 // finite differences of every variant's backward (tests/fdcheck.h; gradient buffers pre-filled to check the
 // "accumulate" convention), and the bit-exact reduction to plain attention at α = 0, β = 0, c = 0 (and B = 0).
 // Models: whole-model fp64 gradient checks of M1 (OneHead) and of the GPT with each modification through the shared
 // block, bit-exact reduction of the GPT, config JSON, the --attn-* flags and the CUDA refusal.
-// Theory: spec §8 I1–I17 and I20 with the fp64 tolerances there (models/duallens.h computes both sides of each
+// Theory: spec §8 I1–I17 and I20 with the fp64 tolerances there (models/duallens/dual_model.h computes both sides of each
 // identity with independent code: the engine's attention layers against the dual model), plus the Taylor features
 // against the multinomial identity written here.
 #include <doctest/doctest.h>

@@ -1,5 +1,5 @@
-// Tests of kernel attention (src/layers/kernel_attention.h), the kernel LM (src/models/kernel_lm.h) and the
-// exact ICL-to-bias conversion (src/models/iclca.h): every numerically checkable invariant of
+// Tests of kernel attention (src/layers/kernel_attention.h), the kernel LM (src/models/iclca/kernel_lm.h) and the
+// exact ICL-to-bias conversion (src/models/iclca/iclca_convert.h): every numerically checkable invariant of
 // spec/iclca.md §6 that concerns the exact path, as assertions. Shapes are tiny and odd.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// test_plot.cpp — the PNG plots (src/engine/plot.h): line plots (linear, log, NaN gaps, reference lines),
+// test_plot.cpp — the PNG plots (src/report/plot.h): line plots (linear, log, NaN gaps, reference lines),
 // heatmaps (sequential, diverging, colour bar), scatter; every refusal; the CSV log reader; the ticks and
 // their labels; and the plotlog tool (found beside the test binary, tests/run_binary.h).
 // Images are decoded back with stb_image and checked pixel by pixel.

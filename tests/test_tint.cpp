@@ -1,4 +1,4 @@
-// Tests of TinT (src/models/tint.h) and its oracles (src/models/tint_oracle.h): the numerically checkable
+// Tests of TinT (src/models/tint/tint_sim.h) and its oracles (src/models/tint/tint_oracle.h): the numerically checkable
 // invariants of spec/tint.md §10, module by module and end to end, mostly in fp64 with gate_scale 20 (tanh(20)
 // rounds to 1 in fp64, so the gates are exact). Every expected value is computed here from the definitions in
 // the spec, from the engine's GPT (an independent implementation of the auxiliary model), or by finite

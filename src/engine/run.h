@@ -2,7 +2,7 @@
 //
 //   out/<binary>/<run>/log.csv        one row per logged step (step, losses, metrics, ms/step, tokens/s)
 //   out/<binary>/<run>/summary.json   final metrics + the full configuration (every flag's value)
-//   out/<binary>/<run>/*.png          plots (loss.png at least), see src/engine/plot.h
+//   out/<binary>/<run>/*.png          plots (loss.png at least), see src/report/plot.h
 //
 // The progress line (step, loss, rate, ETA) rewrites itself on a terminal; when stderr is not a
 // terminal it prints one line every `every` steps and on the last step.

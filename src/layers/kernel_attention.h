@@ -24,7 +24,7 @@
 //     place. Started from S = b_KV, z = b_D it reproduces the parallel form (spec §6 invariants 5, 6).
 //
 // Saved for backward (all written by forward): a, c, â, ĉ as (B,NH,T,m) and den (B,NH,T); the layer
-// output itself is read back by backward. ICLCA (src/models/iclca.cpp) reads c, ĉ from these buffers.
+// output itself is read back by backward. ICLCA (src/models/iclca/iclca_convert.cpp) reads c, ĉ from these buffers.
 //
 // GRADIENT CONVENTION (whole engine): backward ACCUMULATES (+=) into dqkv, dbkv and dbd.
 // Threads: one `omp parallel for` over the B·NH pairs; bias gradients are reduced afterwards over b in a

@@ -2,7 +2,7 @@
 // buffers (params, grads, AdamW m and v), the activation table and its buffers, and the operations that
 // only need those tables: init, zero_grad, AdamW step with clipping, NaN hunting, checkpoints, dumps.
 //
-// A model (src/models/gpt.h, later cgt, kernel_lm, …) fills `ptable` and `atable` once from its
+// A model (src/models/gpt.h, cgt/cgt.h, iclca/kernel_lm.h, duallens/dual_model.h) fills `ptable` and `atable` once from its
 // registry function, then calls alloc_params() / alloc_acts(). Nothing here knows which model it is.
 #pragma once
 #include <map>

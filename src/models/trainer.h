@@ -3,7 +3,7 @@
 // loss.png at the end.
 //
 // A Model is anything with   double forward(const Batch&);  void backward();  ModelState<real> s;
-// (GPT today; CGT and the kernel LM later). Evaluation is a callback returning named metrics
+// (GPT, CGT, the kernel LM). Evaluation is a callback returning named metrics
 // ("val_loss", "val_acc", …), logged as columns and plotted when their name contains "loss".
 #pragma once
 #include <cmath>

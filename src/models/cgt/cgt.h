@@ -138,7 +138,7 @@ struct CGT {
     // Mode 5: one y (B,d_y) for every position (taken from another document).
     std::vector<real> transplant_outputs(const Batch& batch, const std::vector<real>& y_fixed);
 
-    // Activation patching (the task-vector baseline, models/cgt_eval.h): forward_with_y overwrites row `row`
+    // Activation patching (the task-vector baseline, models/cgt/cgt_eval.h): forward_with_y overwrites row `row`
     // (= b·T + t) of the x residual after block `block` (aux.h.<block>.res3) with `value` (d_x) before the next
     // block reads it. Only forward_with_y (and the modes built on it) applies patches; training never does.
     struct Patch {

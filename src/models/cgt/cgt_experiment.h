@@ -1,5 +1,5 @@
 // cgt_experiment.h — train_cgt's runs: one CGT (or baseline) trained with the shared trainer and then
-// evaluated for its task (models/cgt_eval.h), and --compare experiments that train several variants over
+// evaluated for its task (models/cgt/cgt_eval.h), and --compare experiments that train several variants over
 // several seeds and write the comparison table (spec/cgt.md §5: Table 1 style, mean ± 3·standard error).
 //
 //   variants (--compare a,b,…), all sharing every architecture flag:

@@ -50,7 +50,7 @@ struct TaylorFeatures : FeatureMap {
 };
 
 // Positive random features with i.i.d. ω ~ N(0, I) (spec §2.1):  φ(x) = d_r^{-1/2} e^{-|x|²/2} [e^{ω_rᵀx}]_r, so
-// E φ(x)ᵀφ(y) = e^{xᵀy} for SCALED x, y. The ω come from models/performer.h's PerformerFeatures (orthogonal = ORF).
+// E φ(x)ᵀφ(y) = e^{xᵀy} for SCALED x, y. The ω come from models/iclca/iclaa.h's PerformerFeatures (orthogonal = ORF).
 struct RandomFeatures : FeatureMap {
     int dk = 0;
     PerformerFeatures f;

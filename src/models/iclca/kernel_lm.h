@@ -1,7 +1,7 @@
 // kernel_lm.h — the ICLCA model (spec/iclca.md §1.7, §7): a pre-LN GPT-2 style LM whose attention is causal
 // kernel attention (φ = elu+1, RoPE after φ in the numerator only, unrotated denominator) with the two
 // per-layer, per-head bias terms b_KV (NH,m,hs) and b_D (NH,m). No absolute position embedding: positions
-// enter only through RoPE, so a prompt can be moved into the biases exactly (src/models/iclca.h).
+// enter only through RoPE, so a prompt can be moved into the biases exactly (src/models/iclca/iclca_convert.h).
 //
 //   tokens (B,T) ──wte──> x ──[ block ]×L──> LN_f ──> logits = x·wteᵀ (tied)  ──> softmax CE
 //
