@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "data/arith.h"
-#include "data/bpe.h"
+#include "data/bpe_tokenizer.h"
 #include "data/mixture.h"
 #include "report/analysis.h"
 #include "engine/rng.h"

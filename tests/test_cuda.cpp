@@ -33,7 +33,7 @@
 #include "engine/compare.h"
 #include "engine/device.h"
 #include "engine/npy.h"
-#include "engine/npydiff.h"
+#include "engine/npy_compare.h"
 #include "engine/rng.h"
 #include "layers/dispatch.h"
 #include "models/attn_mod.h"

@@ -1,4 +1,4 @@
-// bpe — train a byte-level BPE tokenizer on text files (src/data/bpe.h), or encode a file with one and report
+// bpe — train a byte-level BPE tokenizer on text files (src/data/bpe_tokenizer.h), or encode a file with one and report
 // the compression and the round trip. The tokenizer file feeds `train_cgt/train_gpt --task mix --tokenizer`.
 #include <algorithm>
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "data/bpe.h"
+#include "data/bpe_tokenizer.h"
 #include "engine/cli.h"
 #include "engine/common.h"
 

@@ -1,4 +1,4 @@
-// npydiff — compare two --dump-npy directories tensor by tensor (src/engine/npydiff.h), e.g. one step of a CPU
+// npydiff — compare two --dump-npy directories tensor by tensor (src/engine/npy_compare.h), e.g. one step of a CPU
 // run against the same step on the GPU:
 //
 //   train_gpt --preset tiny --steps 1 --dump-npy out/cpu
@@ -10,7 +10,7 @@
 #include <cstdio>
 
 #include "engine/cli.h"
-#include "engine/npydiff.h"
+#include "engine/npy_compare.h"
 
 using namespace icl;
 

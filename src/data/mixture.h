@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "data/batch.h"
-#include "data/bpe.h"
+#include "data/bpe_tokenizer.h"
 #include "engine/rng.h"
 
 namespace icl {

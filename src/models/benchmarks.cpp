@@ -162,7 +162,7 @@ struct GemmCase {
 
 // ---------------------------------------------------------------------------------------------------------
 // The peak a measurement is compared with: the CPU's measured FMA peak; on the GPU the measured FP32 FMA peak,
-// or with --tf32 the datasheet TF32 tensor-core peak (when the GPU is in the table of cuda/bench.cu).
+// or with --tf32 the datasheet TF32 tensor-core peak (when the GPU is in the table of cuda/bench_kernels.cu).
 struct Peak {
     double gflops = 0;
     std::string kind;

@@ -1,4 +1,4 @@
-// bench.cu — the GPU measurements `bench --device cuda` prints beside its kernel timings (declared in
+// bench_kernels.cu — the GPU measurements `bench --device cuda` prints beside its kernel timings (declared in
 // cuda/layers.h): cuBLAS GEMM time, device copy bandwidth, the FP32 FMA throughput of the whole GPU, and the
 // datasheet TF32 peak of known GPUs. Everything is timed with CUDA events on the device (median of reps).
 #include <algorithm>

@@ -1,4 +1,4 @@
-// bpe.h — a byte-level BPE tokenizer (Sennrich et al. 2016) that the project trains itself (tools/bpe), for
+// bpe_tokenizer.h — a byte-level BPE tokenizer (Sennrich et al. 2016) that the project trains itself (tools/bpe), for
 // paper-like text runs (spec/cgt.md §4.3: 8000 subwords). Ids 0..255 are the bytes; id 256+i is merge i.
 //
 // Pre-tokenization: the text is cut into chunks — an optional single space followed by a run of letters

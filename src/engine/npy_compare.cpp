@@ -1,5 +1,5 @@
-// npydiff.cpp — see npydiff.h.
-#include "engine/npydiff.h"
+// npy_compare.cpp — see npy_compare.h.
+#include "engine/npy_compare.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,5 +1,5 @@
-// bpe.cpp — see bpe.h.
-#include "data/bpe.h"
+// bpe_tokenizer.cpp — see bpe_tokenizer.h.
+#include "data/bpe_tokenizer.h"
 
 #include <algorithm>
 #include <cerrno>

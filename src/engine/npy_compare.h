@@ -1,4 +1,4 @@
-// npydiff.h — compare two --dump-npy directories tensor by tensor (e.g. a CPU run and a GPU run of the same
+// npy_compare.h — compare two --dump-npy directories tensor by tensor (e.g. a CPU run and a GPU run of the same
 // step), with the comparison table of engine/compare.h. tools/npydiff is the command-line front end.
 //
 // The tensors of a directory are those listed in its index.json (name, file, kind), or, without an index, every
