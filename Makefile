@@ -50,6 +50,16 @@ CU_OBJS    = $(CU_SRCS:%.cu=$(BUILD)/%.o)
 ALL_CXXFLAGS += -DICL_CUDA -I.
 LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
 endif
+# Provenance (src/engine/provenance.h): the commit, whether the tree had uncommitted changes, and the flags are
+# compiled into provenance.o; a stamp file changes (and rebuilds that one object) only when one of them does.
+GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+GIT_DIRTY  := $(shell git diff --quiet HEAD -- 2>/dev/null && echo 0 || echo 1)
+PROV_STAMP := $(BUILD)/provenance.stamp
+PROV_TEXT  := $(GIT_COMMIT) $(GIT_DIRTY) $(CXX) $(CXXFLAGS)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(PROV_STAMP) 2>/dev/null)" = "$(PROV_TEXT)" ] || echo "$(PROV_TEXT)" > $(PROV_STAMP))
+$(BUILD)/src/engine/provenance.o: $(PROV_STAMP)
+$(BUILD)/src/engine/provenance.o: ALL_CXXFLAGS += -DICL_GIT_COMMIT='"$(GIT_COMMIT)"' -DICL_GIT_DIRTY=$(GIT_DIRTY) -DICL_BUILD_FLAGS='"$(CXXFLAGS)"'
+
 BINS       = $(BIN_SRCS:src/%.cpp=$(BUILD)/%)
 TOOLS      = $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
 TEST_OBJS  = $(TEST_SRCS:%.cpp=$(BUILD)/%.o)

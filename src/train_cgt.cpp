@@ -7,6 +7,7 @@
 #include "data/task.h"
 #include "engine/cli.h"
 #include "engine/run.h"
+#include "engine/provenance.h"
 #include "layers/dispatch.h"
 #include "models/attn_mod.h"
 #include "models/cgt/cgt.h"
@@ -175,7 +176,7 @@ int run(int argc, char** argv) {
         summary["folded_gpt"] = path;
         std::printf("wrote the folded x-only GPT (y frozen at position %d) to %s\n", freeze_at, path.c_str());
     }
-    write_json(o.run_dir + "/summary.json", summary);
+    write_run_summary(o.run_dir + "/summary.json", summary);
     std::printf("wrote %s/summary.json%s\n", o.run_dir.c_str(), steps > 0 ? (" and " + o.save_path).c_str() : "");
     return 0;
 }

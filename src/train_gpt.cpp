@@ -6,6 +6,7 @@
 #include "data/task.h"
 #include "engine/cli.h"
 #include "engine/run.h"
+#include "engine/provenance.h"
 #include "models/attn_mod.h"
 #include "models/gpt.h"
 #include "models/trainer.h"
@@ -104,7 +105,7 @@ int run(int argc, char** argv) {
         std::printf("sample:\n%s\n", s.c_str());
         summary["sample"] = s;
     }
-    write_json(o.run_dir + "/summary.json", summary);
+    write_run_summary(o.run_dir + "/summary.json", summary);
     std::printf("wrote %s/{log.csv, loss.png, summary.json} and %s\n", o.run_dir.c_str(), o.save_path.c_str());
     return 0;
 }

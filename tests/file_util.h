@@ -49,6 +49,13 @@ inline void spit(const std::string& path, const std::string& bytes) {
     f.write(bytes.data(), (std::streamsize)bytes.size());
 }
 
+// A results CSV or log.csv as the project writes it: a first line "# icl.cpp <commit>, <compiler>, <cpu> (<isa>), …"
+// (engine/provenance.h), then the table. Checks the comment is there and returns the table.
+inline std::string csv_body(const std::string& text) {
+    REQUIRE_MESSAGE(text.rfind("# icl.cpp ", 0) == 0, "no provenance line at the top of the CSV");
+    return text.substr(text.find('\n') + 1);
+}
+
 // The names in a directory (without . and ..), sorted.
 inline std::vector<std::string> list_dir(const std::string& dir) {
     std::vector<std::string> names;

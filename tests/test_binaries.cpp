@@ -98,6 +98,20 @@ TEST_CASE("a tiny train_gpt run writes log, plot, summary and a loadable checkpo
     nlohmann::json s = nlohmann::json::parse(slurp(dir + "/summary.json"));
     CHECK(s["steps"] == 20);
     CHECK(s["final_val_loss"].get<double>() > 0);
+    // provenance (engine/provenance.h): the build's commit, compiler and flags, the CPU and ISA, threads, device, seed, date
+    const nlohmann::json& p = s["provenance"];
+    for (const char* k : {"commit", "compiler", "cpu", "isa", "threads", "device", "seed", "seeds", "date"}) {
+        CAPTURE(k);
+        CHECK(p.contains(k));
+    }
+    CHECK(p["commit"].get<std::string>().size() >= 12);
+    CHECK(p["compiler"].get<std::string>().find("-O") != std::string::npos);
+    CHECK((p["isa"] == "avx512" || p["isa"] == "avx2" || p["isa"] == "generic"));
+    CHECK(p["seed"] == 1);
+    CHECK(p["threads"].get<int>() >= 1);
+    const std::string log = slurp(dir + "/log.csv");
+    CHECK(icl_test::csv_body(log).rfind("step,loss,", 0) == 0);
+    CHECK(log.find(p["commit"].get<std::string>()) != std::string::npos);
     // continue from the checkpoint (its config is used)
     Result r2 = run("train_gpt --preset tiny --steps 3 --load " + dir + "/model.safetensors --out " + dir + "/again");
     CAPTURE(r2.err);
@@ -163,7 +177,7 @@ TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted), e3 dates
     r = run("iclca bench --threads 1 --Ms 0 --Ts 128 --out " + dir + "/bench");
     CAPTURE(r.err);
     REQUIRE(r.code == 0);
-    std::string head = slurp(dir + "/bench/training.csv");
+    std::string head = icl_test::csv_body(slurp(dir + "/bench/training.csv"));
     head = head.substr(0, head.find('\n'));
     for (const char* col : {"kattn_fwd_causal_gflops", "matmul_fwd_gflops", "kattn_bwd_causal_gflops", "matmul_bwd_gflops"})
         CHECK(head.find(col) != std::string::npos);

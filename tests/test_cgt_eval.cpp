@@ -408,7 +408,7 @@ TEST_CASE("text_evaluate on a tiny model: finite curves, EMA γ=0 equals special
                           "text_loss.csv"})
         CHECK(std::filesystem::exists(dir + "/" + f));
     // the CSV holds the curves: a header and one row per position of part 2, starting at the split
-    std::ifstream csv(dir + "/text_loss.csv");
+    std::istringstream csv(icl_test::csv_body(icl_test::slurp(dir + "/text_loss.csv")));
     std::string line;
     std::getline(csv, line);
     CHECK(line == "position,full,uninformed,specialized,ema");
@@ -439,7 +439,7 @@ TEST_CASE("train_cgt --compare end to end: a tiny ICL table and an LR table; bad
     CHECK(sh("--preset tiny --task linreg --d-in 2 --pairs 6 --compare baseline,aux --steps 2 --eval-seqs 4 --freeze-k 2,3 --out " + dir + "/lr") == 0);
     CHECK(slurp(dir + "/lr/table.md").find("frozen after 2 samples") != std::string::npos);
     CHECK(std::filesystem::exists(dir + "/lr/aux-s1/lr_curves.png"));
-    const std::string lrcsv = slurp(dir + "/lr/aux-s1/lr_curves.csv");
+    const std::string lrcsv = icl_test::csv_body(slurp(dir + "/lr/aux-s1/lr_curves.csv"));
     CHECK(lrcsv.rfind("k,dynamic,frozen_2,frozen_3,bayes\n0,", 0) == 0);  // k = 0: no frozen value yet (empty cells)
     CHECK(std::count(lrcsv.begin(), lrcsv.end(), '\n') == 7);           // header + k = 0..5
     CHECK(sh("--preset tiny --compare baseline,bogus --out " + dir + "/bad") == 2);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "engine/common.h"
+#include "engine/provenance.h"
 
 namespace icl {
 
@@ -299,6 +300,12 @@ RunEnv apply_run_flags(const Cli& cli) {
     e.dev = parse_device(cli.get("--device"));
     require_device(e.dev);
     if (cli.has_flag("--tf32")) set_tf32(cli.get_bool("--tf32"));
+    RunRecord r;  // for every summary.json / CSV / table.md this run writes (engine/provenance.h)
+    r.threads = e.threads;
+    r.dev = e.dev;
+    if (cli.has_flag("--seed")) r.seed = cli.get_int("--seed", 0);
+    if (cli.has_flag("--seeds")) r.seeds = (int)cli.get_int("--seeds", 1, 1000);
+    set_run_record(r);
     return e;
 }
 

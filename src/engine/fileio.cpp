@@ -123,7 +123,7 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     write_file_atomic(path, std::vector<ByteSpan>{{bytes.data(), bytes.size()}});
 }
 
-TextOut::TextOut(std::string path) : path_(std::move(path)) { check_writable(path_); }
+TextOut::TextOut(std::string path, std::string first) : path_(std::move(path)), text_(std::move(first)) { check_writable(path_); }
 
 void TextOut::printf(const char* fmt, ...) {
     va_list ap, ap2;

@@ -48,7 +48,8 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 // complete version, never a torn line.
 class TextOut {
 public:
-    explicit TextOut(std::string path);  // checks now that the file can be written
+    // Checks now that the file can be written; the text starts with `first` (e.g. a CSV's provenance comment).
+    explicit TextOut(std::string path, std::string first = "");
     void printf(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
     void commit() const { write_file_atomic(path_, text_); }
     const std::string& path() const { return path_; }

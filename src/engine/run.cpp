@@ -11,6 +11,7 @@
 
 #include "engine/cli.h"
 #include "engine/common.h"
+#include "engine/provenance.h"
 
 namespace icl {
 
@@ -52,7 +53,7 @@ CsvLog::CsvLog(const std::string& path, std::vector<std::string> columns) : path
     check_writable(path);
     f_ = std::fopen(path.c_str(), "w");
     if (!f_) fail("cannot write '" + path + "': " + std::strerror(errno));
-    std::string header;
+    std::string header = csv_provenance_comment();  // "# icl.cpp <commit>, …" (engine/provenance.h)
     for (size_t i = 0; i < cols_.size(); i++) header += (i ? "," : "") + cols_[i];
     put(header + "\n");
 }

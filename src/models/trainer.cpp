@@ -1,6 +1,7 @@
 // trainer.cpp — the training options and summary every trainer shares (see trainer.h).
 #include "models/trainer.h"
 
+#include "engine/provenance.h"
 #include "engine/run.h"
 
 namespace icl {
@@ -40,6 +41,7 @@ nlohmann::json run_summary(const std::string& binary, const Cli& cli, const Task
                         {"steps", r.steps_done}, {"final_train_loss", r.last_loss}, {"ms_per_step", r.ms_per_step},
                         {"tokens_per_s", r.tokens_per_s}, {"checkpoint", o.save_path}};
     for (auto& kv : r.last_eval) s["final_" + kv.first] = kv.second;
+    s["provenance"] = provenance_json();
     return s;
 }
 

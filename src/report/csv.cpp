@@ -86,7 +86,7 @@ CsvTable read_csv(const std::string& path) {
         lineno++;
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (lineno == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);  // UTF-8 BOM
-        if (trim(line).empty()) continue;
+        if (trim(line).empty() || line[0] == '#') continue;  // blank lines and comments (the provenance line)
         const std::string where = strfmt("%s:%zu", path.c_str(), lineno);
         std::vector<std::string> cells = split_csv_line(line, where);
         if (!have_header) {

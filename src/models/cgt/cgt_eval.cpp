@@ -8,6 +8,7 @@
 #include "engine/common.h"
 #include "engine/npy.h"
 #include "report/plot.h"
+#include "engine/provenance.h"
 #include "engine/run.h"
 
 namespace icl {
@@ -578,7 +579,7 @@ TextEval text_evaluate(CGT<float>& m, const Corpus& cp, const MixConfig& mc, con
         std::string csv = "position,full,uninformed,specialized,ema\n";
         for (int t = 0; t < T2; t++)
             csv += strfmt("%d,%.6g,%.6g,", P + t, r.full[t], r.uninformed[t]) + (gen ? strfmt("%.6g,%.6g", r.spec[t], r.ema[t]) : ",") + "\n";
-        write_file_atomic(dir + "/text_loss.csv", csv);
+        write_file_atomic(dir + "/text_loss.csv", csv_provenance_comment() + csv);
         r.files.push_back(dir + "/text_loss.csv");
         if (gen) {
             LinePlot d = make_line_plot(title + ": CE differences in part 2 (< 0: better than uninformed)", "position", "CE difference (nats/token)");
@@ -640,7 +641,7 @@ TextEval text_evaluate(CGT<float>& m, const Corpus& cp, const MixConfig& mc, con
             r.transplant.push_back(cp.names[a] + " -> " + cp.names[b] + ": " + toks);
             md += "| " + cp.names[a] + " | " + cp.names[b] + " | " + toks + " |\n";
         }
-        write_file_atomic(dir + "/text_transplant.md", md);
+        write_file_atomic(dir + "/text_transplant.md", md + "\n_" + provenance_line() + "_\n");
         r.files.push_back(dir + "/text_transplant.md");
     }
     if (has_y && C >= 2) {

@@ -10,6 +10,7 @@
 #include "engine/common.h"
 #include "report/plot.h"
 #include "engine/run.h"
+#include "engine/provenance.h"
 #include "models/attn_mod.h"
 
 namespace icl {
@@ -104,7 +105,7 @@ void plot_lr_curves(const std::string& path, const std::string& title, const LRE
 // The numbers behind plot_lr_curves, one row per k: k, dynamic, frozen_<k0>… (empty where k < k0), bayes.
 void write_lr_csv(const std::string& path, const LREval& e) {
     auto cell = [](double v) { return std::isfinite(v) ? strfmt(",%.6g", v) : std::string(","); };
-    std::string t = "k,dynamic";
+    std::string t = csv_provenance_comment() + "k,dynamic";
     for (int k0 : e.freeze_k) t += ",frozen_" + std::to_string(k0);
     t += ",bayes\n";
     for (size_t k = 0; k < e.dynamic.size(); k++) {
@@ -203,7 +204,7 @@ CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, u
         for (auto& f : run.y.files) s["analysis_files"].push_back(f);
     }
     s["plots"].push_back(dir + "/loss.png");
-    write_json(dir + "/summary.json", s);
+    write_run_summary(dir + "/summary.json", s);
     run.summary = s;
     return run;
 }
@@ -554,8 +555,8 @@ int cgt_compare(const Cli& cli, const std::vector<std::string>& variants, const 
     md += strfmt("\nWall time %.0f s on %d threads (%s).\n", wall, threads, device_name(dev));
     summary["wall_s"] = wall;
     summary["plots"] = plots;
-    write_file_atomic(top + "/table.md", md);
-    write_json(top + "/summary.json", summary);
+    write_file_atomic(top + "/table.md", md + "\n_" + provenance_line() + "_\n");
+    write_run_summary(top + "/summary.json", summary);
     std::printf("\n%s\nplots:\n", md.c_str());
     for (auto& p : plots) std::printf("  %s\n", p.c_str());
     std::printf("wrote %s/table.md and %s/summary.json (%.0f s)\n", top.c_str(), top.c_str(), wall);

@@ -25,6 +25,7 @@
 #include "engine/npy.h"
 #include "report/plot.h"
 #include "engine/run.h"
+#include "engine/provenance.h"
 #include "layers/adamw.h"
 #include "models/attn_mod.h"
 #include "models/duallens/dual_model.h"
@@ -43,7 +44,7 @@ int cmd_check(const Cli& cli) {
     std::printf("duallens check: softmax attention as one gradient step on its dual model (spec/duallens.md), fp64, seed %llu\n",
                 (unsigned long long)seed);
     std::printf("  %-4s %-104s %11s %17s  %s\n", "id", "check", "measured", "tolerance", "ok");
-    TextOut csv(dir + "/checks.csv");
+    TextOut csv(dir + "/checks.csv", csv_provenance_comment());
     csv.printf("id,check,measured,cmp,tol,tol2,pass\n");
     int failed = 0;
     nlohmann::json rows = nlohmann::json::array();
@@ -71,7 +72,7 @@ int cmd_check(const Cli& cli) {
     std::vector<int> Ns = {4, 8, 16, 32, 64, 128, 256, 512, 1024};
     std::vector<Theorem32Row> t32 = theorem32_trend(Ns, 20, 0, seed * 13 + 6);
     std::vector<double> xs, ex, bt, x32, e32;
-    TextOut c32(dir + "/theorem32.csv");
+    TextOut c32(dir + "/theorem32.csv", csv_provenance_comment());
     c32.printf("N,excess,excess_sd,trK_over_N,sqrt_trK_over_N\n");
     for (auto& r : t32) {
         xs.push_back(r.N);
@@ -99,7 +100,7 @@ int cmd_check(const Cli& cli) {
         std::printf("wrote R1's A (attention of the query), D, W1 (dual weights after one step), y (dual test output), h (attention output) to %s/\n",
                     dd.c_str());
     }
-    write_json(dir + "/summary.json", nlohmann::json{{"subcommand", "check"}, {"seed", seed}, {"checks", rows}, {"failed", failed},
+    write_run_summary(dir + "/summary.json", nlohmann::json{{"subcommand", "check"}, {"seed", seed}, {"checks", rows}, {"failed", failed},
                                                             {"flags", cli_json(cli.values())}});
     std::printf("%zu checks, %d failed (%.1f s); wrote %s/{checks.csv,kstep.png,theorem32.png,theorem32.csv,summary.json}\n", res.size(), failed,
                 now_seconds() - t0, dir.c_str());
@@ -119,7 +120,7 @@ int cmd_features(const Cli& cli) {
     std::vector<PrfRow> rows = prf_convergence(drs, seeds, seed);
     std::printf("R2: positive random features (i.i.d. omega), d_i=8 d_k=d_o=4 N=16, mean relative error over %d draws per d_r\n", seeds);
     std::printf("  %8s %12s %12s %12s %10s\n", "d_r", "A_u", "output", "dual y", "sd(output)");
-    TextOut csv(dir + "/features.csv");
+    TextOut csv(dir + "/features.csv", csv_provenance_comment());
     csv.printf("dr,err_Au,err_out,err_y,sd_out\n");
     std::vector<double> x, a, o, y, ref;
     for (auto& r : rows) {
@@ -145,7 +146,7 @@ int cmd_features(const Cli& cli) {
     save_line_plot(dir + "/features.png", p);
     nlohmann::json jr = nlohmann::json::array();
     for (auto& r : rows) jr.push_back({{"dr", r.dr}, {"err_Au", r.err_Au}, {"err_out", r.err_out}, {"err_y", r.err_y}, {"sd_out", r.sd_out}});
-    write_json(dir + "/summary.json", nlohmann::json{{"subcommand", "features"}, {"rows", jr}, {"slope_Au", sa}, {"slope_out", so},
+    write_run_summary(dir + "/summary.json", nlohmann::json{{"subcommand", "features"}, {"rows", jr}, {"slope_Au", sa}, {"slope_out", so},
                                                             {"slope_y", sy}, {"flags", cli_json(cli.values())}});
     std::printf("wrote %s/{features.csv,features.png,summary.json} (%.1f s)\n", dir.c_str(), now_seconds() - t0);
     return 0;
@@ -304,12 +305,12 @@ int cmd_experiment(const Cli& cli) {
     if (retab) {
         read_runs(dir, seeds, results, curves_mean, curves_steps, jruns);
     } else {
-        runs_csv.emplace(dir + "/runs.csv");
+        runs_csv.emplace(dir + "/runs.csv", csv_provenance_comment());
         runs_csv->printf("model,noise,family,config,seed,params,test_nmse,final_train_loss,seconds\n");
-        curves_csv.emplace(dir + "/curves.csv");
+        curves_csv.emplace(dir + "/curves.csv", csv_provenance_comment());
         curves_csv->printf("model,noise,family,config,seed,step,val_nmse\n");
     }
-    TextOut refs_csv(dir + "/references.csv");
+    TextOut refs_csv(dir + "/references.csv", csv_provenance_comment());
     refs_csv.printf("noise,reference,nmse\n");
     Progress progress(total, 1);
     int done = 0;
@@ -418,7 +419,7 @@ int cmd_experiment(const Cli& cli) {
                                 seeds, model.c_str(), noise, c.name.c_str()));
             }
     // ---- the table: mean ± std over seeds, beside the references --------------------------------------------------
-    TextOut tab(dir + "/table.csv");
+    TextOut tab(dir + "/table.csv", csv_provenance_comment());
     tab.printf("model,noise,family,config,seeds,mean,std,median,min,max,delta_vs_baseline,better_than_baseline,handbuilt_smoother,spec_prediction\n");
     md += strfmt("In-context linear regression, d=%d, N=%d; normalized MSE = MSE/d on %d fresh test prompts; mean ± std over %d seeds, "
                  "%d steps of Adam (lr %g, batch %d).\n\n", task.d, task.N, ntest, seeds, steps, lr, B);
@@ -489,8 +490,8 @@ int cmd_experiment(const Cli& cli) {
                 save_line_plot(dir + "/" + png, p);
                 pngs.push_back(png);
             }
-    write_file_atomic(dir + "/results.md", md);
-    write_json(dir + "/summary.json",
+    write_file_atomic(dir + "/results.md", md + "\n_" + provenance_line() + "_\n");
+    write_run_summary(dir + "/summary.json",
                       nlohmann::json{{"subcommand", "experiment"}, {"d", task.d}, {"N", task.N}, {"steps", steps}, {"batch", B}, {"lr", lr}, {"seeds", seeds},
                                      {"references", jrefs}, {"runs", jruns}, {"flags", cli_json(cli.values())}});
     std::printf("%s", md.c_str());

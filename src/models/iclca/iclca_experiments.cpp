@@ -24,6 +24,7 @@
 #include "engine/cli.h"
 #include "report/plot.h"
 #include "engine/run.h"
+#include "engine/provenance.h"
 #include "layers/dispatch.h"
 #include "models/gpt.h"
 #include "models/iclca/iclca_convert.h"
@@ -231,7 +232,7 @@ int cmd_e1(const Cli& cli) {
         sizes.push_back(*it);
     }
     std::string dir = subcommand_run_dir(cli, "iclca", "e1");
-    TextOut csv(dir + "/table.csv");
+    TextOut csv(dir + "/table.csv", csv_provenance_comment());
     csv.printf("size,params,L,C,NH,M,N,trials,relerr_fp32,relerr_fp64,relerr_noicl_fp32\n");
     std::printf("E1 exactness: relerr = ||L_prompted[M:] - L_converted||_F / ||L_prompted[M:]||_F, mean over %d random pairs, M=%d N=%d\n",
                 trials, M, N);
@@ -258,7 +259,7 @@ int cmd_e1(const Cli& cli) {
         rows.push_back({{"size", sz.name}, {"params", c.num_params()}, {"relerr_fp32", e32}, {"relerr_fp64", e64}, {"relerr_noicl", en}});
     }
     csv.commit();
-    write_json(dir + "/summary.json", nlohmann::json{{"experiment", "e1"}, {"rows", rows}, {"flags", cli_json(cli.values())}});
+    write_run_summary(dir + "/summary.json", nlohmann::json{{"experiment", "e1"}, {"rows", rows}, {"flags", cli_json(cli.values())}});
     std::printf("wrote %s/{table.csv,summary.json}\n", dir.c_str());
     return 0;
 }
@@ -291,7 +292,7 @@ int cmd_e2(const Cli& cli) {
                         {"acc_prompted", pct(r.hit_icl, r.n)}, {"acc_converted", pct(r.hit_conv, r.n)}, {"acc_neither", pct(r.hit_none, r.n)},
                         {"acc_all_prompted", pct(r.hit_icl_all, r.n_all)}, {"acc_all_converted", pct(r.hit_conv_all, r.n_all)},
                         {"model", m.cfg.to_json()}, {"flags", cli_json(cli.values())}};
-    write_json(dir + "/summary.json", j);
+    write_run_summary(dir + "/summary.json", j);
     std::printf("wrote %s/summary.json\n", dir.c_str());
     return 0;
 }
@@ -354,7 +355,7 @@ int cmd_e3(const Cli& cli) {
     save_line_plot(dir + "/e3_loss.png", loss);
     save_line_plot(dir + "/e3_val_loss.png", vloss);
     save_line_plot(dir + "/e3_icl_acc.png", acc);
-    write_json(dir + "/summary.json", nlohmann::json{{"experiment", "e3"}, {"runs", rows}, {"flags", cli_json(cli.values())}});
+    write_run_summary(dir + "/summary.json", nlohmann::json{{"experiment", "e3"}, {"runs", rows}, {"flags", cli_json(cli.values())}});
     std::printf("wrote %s/{e3_loss.png,e3_val_loss.png,e3_icl_acc.png,summary.json}\n", dir.c_str());
     return 0;
 }
@@ -432,7 +433,7 @@ int cmd_e4(const Cli& cli) {
                 source.c_str(), gc.L, gc.C, gc.NH, hs, orf ? "orthogonal (ORF)" : "i.i.d. (PRF)", M, N, trials);
     std::printf("  %-22s %12s %12s\n", "model", "restart@0", "offset@M");
     std::printf("  %-22s %12.4g %12.4g\n", "M_old,noICL", e_none_re, e_none_off);
-    TextOut csv(dir + "/table.csv");
+    TextOut csv(dir + "/table.csv", csv_provenance_comment());
     csv.printf("m,relerr_converted_restart,relerr_converted_offset,relerr_noicl_restart,relerr_noicl_offset\n");
     nlohmann::json rows = nlohmann::json::array();
     std::vector<double> xs;
@@ -450,7 +451,7 @@ int cmd_e4(const Cli& cli) {
     p.series.push_back(sr);
     p.hlines = {{"no ICL, restart", e_none_re}, {"no ICL, offset", e_none_off}};
     save_line_plot(dir + "/e4_relerr.png", p);
-    write_json(dir + "/summary.json", nlohmann::json{{"experiment", "e4"}, {"source", source}, {"model", gc.to_json()}, {"M", M}, {"N", N}, {"trials", trials},
+    write_run_summary(dir + "/summary.json", nlohmann::json{{"experiment", "e4"}, {"source", source}, {"model", gc.to_json()}, {"M", M}, {"N", N}, {"trials", trials},
                                      {"orf", orf}, {"relerr_noicl_restart", e_none_re}, {"relerr_noicl_offset", e_none_off}, {"rows", rows},
                                      {"flags", cli_json(cli.values())}});
     std::printf("wrote %s/{table.csv,e4_relerr.png,summary.json}\n", dir.c_str());
@@ -470,7 +471,7 @@ int cmd_bench(const Cli& cli) {
                 c.NH, omp_get_max_threads());
     std::printf("  %6s | %14s %14s %12s | %14s %14s %12s | %10s\n", "M", "prompted ms/tok", "prefill ms", "act. MiB", "converted ms/tok",
                 "state KiB", "act. MiB", "convert ms");
-    TextOut csv(dir + "/inference.csv");
+    TextOut csv(dir + "/inference.csv", csv_provenance_comment());
     csv.printf("M,gen,prompted_ms_per_token,prompted_prefill_ms,prompted_act_MiB,converted_ms_per_token,converted_act_MiB,state_KiB,convert_ms\n");
     const double state_kib = (double)c.L * c.NH * c.hs() * (c.hs() + 1) * 4 / 1024.0;
     for (int64_t M : Ms) {
@@ -519,7 +520,7 @@ int cmd_bench(const Cli& cli) {
     std::printf("  (GF/s, forward: kattn = kernel attention with the nominal chunked-form flops (full 64x64 blocks), causal = the\n"
                 "   same time with only the causal half of each block counted, matmul = all of the model's matmul forwards,\n"
                 "   ratio = causal / matmul; backward: kernel attention (causal count) and matmul backwards, and their ratio)\n");
-    TextOut csv2(dir + "/training.csv");
+    TextOut csv2(dir + "/training.csv", csv_provenance_comment());
     csv2.printf("T,kernel_tokens_per_s,kernel_ms,gpt_tokens_per_s,gpt_ms,kattn_fwd_gflops,matmul_fwd_gflops,kattn_fwd_causal_gflops,"
                        "kattn_bwd_causal_gflops,matmul_bwd_gflops\n");
     for (int64_t T : Ts) {

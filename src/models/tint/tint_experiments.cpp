@@ -28,6 +28,7 @@
 #include "engine/npy.h"
 #include "report/plot.h"
 #include "engine/run.h"
+#include "engine/provenance.h"
 #include "layers/layernorm.h"
 #include "models/gpt.h"
 #include "models/tint/tint_sim.h"
@@ -126,7 +127,7 @@ GPT<float> load_or_train(const Cli& cli, const std::string& task, const std::str
 
 void write_summary(const std::string& dir, const Cli& cli, nlohmann::json j) {
     j["flags"] = cli_json(cli.values());
-    write_json(dir + "/summary.json", j);
+    write_run_summary(dir + "/summary.json", j);
 }
 
 // ---- check ------------------------------------------------------------------------------------------------

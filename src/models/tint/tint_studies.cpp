@@ -28,6 +28,7 @@
 #include "engine/npy.h"
 #include "report/plot.h"
 #include "engine/run.h"
+#include "engine/provenance.h"
 #include "layers/layernorm.h"
 #include "models/gpt.h"
 #include "models/tint/tint_sim.h"
@@ -109,7 +110,7 @@ int cmd_lm(const Cli& cli) {
     arms.push_back({"dyn-all", {g.L, 1}});
     std::printf("tint lm: %s, %d dev + %d test windows of %d bytes; TinT K=%d D=%d eps=%g; eta grid chosen per arm and fraction on dev\n",
                 text.path.c_str(), n_dev, n_test, T, c.K(), c.D(), c.eps);
-    TextOut csv(dir + "/table.csv");
+    TextOut csv(dir + "/table.csv", csv_provenance_comment());
     csv.printf("method,k,s,frac,eta,ppl_dev,ppl_test,ppl_vanilla_test\n");
     std::map<std::string, std::vector<double>> table;  // arm label -> test ppl per fraction
     std::vector<double> vanilla;
@@ -351,7 +352,7 @@ int cmd_fewshot(const Cli& cli) {
                 "mapping to the classes a coin per episode (chance = 50%%); TinT K=%d D=%d eps=%g\n"
                 "the auxiliary model reads the class: %.1f%% zero-shot with its pretraining label words\n",
                 n_demos, n_dev, n_test, c.K(), c.D(), c.eps, 100 * reads_class);
-    TextOut csv(dir + "/table.csv");
+    TextOut csv(dir + "/table.csv", csv_provenance_comment());
     csv.printf("method,format,loss,k,s,eta,acc_dev,acc_dev_cal,acc_test,acc_test_cal,acc_test_before,acc_test_before_cal\n");
     nlohmann::json jrows = nlohmann::json::array();
     Acc zero, icl;  // before any update: Single = the eval example alone (block mask), Multi = plain ICL
@@ -467,7 +468,7 @@ int cmd_eps(const Cli& cli) {
     };
     std::vector<double> E = {1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5};
     std::vector<double> ln64, ln32, up64, up32;
-    TextOut csv(dir + "/eps.csv");
+    TextOut csv(dir + "/eps.csv", csv_provenance_comment());
     csv.printf("eps,ln_bwd_fp64,ln_bwd_fp32,k1_update_fp64,k1_update_fp32\n");
     std::printf("tint eps: relative errors vs the finite-difference step ε (auxiliary %s model L=%d d=%d; k=1 update vs exact SGD on the\n"
                 "top layer's TinT-trainable tensors except β1)\n\n  %8s %14s %14s %16s %16s\n",
@@ -498,7 +499,7 @@ int cmd_eps(const Cli& cli) {
     // the simulated k = L update (ε -> 0) vs exact SGD, on every TinT-trainable tensor and on β of the top LN1
     std::printf("\nerror vs attention hardness (W_Q scaled; k = L = %d, eps = 1e-6 so that only the attention approximation remains):\n\n", g.L);
     std::printf("  %8s %14s %16s %16s\n", "W_Q x", "1 - max attn", "all trainable", "top-layer beta1");
-    TextOut csv2(dir + "/hardness.csv");
+    TextOut csv2(dir + "/hardness.csv", csv_provenance_comment());
     csv2.printf("wq_scale,one_minus_max_attn,err_all,err_beta1\n");
     std::vector<double> hx, hy, hb;
     for (double h : {1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0}) {
