@@ -47,7 +47,7 @@ inline void check_cuda(cudaError_t e, const char* call, const char* file, int li
 inline void check_cublas(cublasStatus_t s, const char* call, const char* file, int line) {
     if (s != CUBLAS_STATUS_SUCCESS) fatal(cublasGetStatusString(s), call, file, line);
 }
-bool sync_after_launch();  // ICL_CUDA_SYNC=1 (read once; device.cu)
+bool sync_after_launch();  // ICL_CUDA_SYNC=1 (read once; cuda_device.cu)
 inline void check_launch(const char* kernel, const char* file, int line) {
     check_cuda(cudaGetLastError(), kernel, file, line);
     if (sync_after_launch()) check_cuda(cudaDeviceSynchronize(), kernel, file, line);
@@ -126,7 +126,7 @@ __device__ inline float block_max(float v, float* shared) {
 
 // ---- cuBLAS ---------------------------------------------------------------------------------------------
 
-cublasHandle_t cublas();        // the process-wide handle (created on first use; device.cu)
+cublasHandle_t cublas();        // the process-wide handle (created on first use; cuda_device.cu)
 bool tf32();                    // icl::tf32_enabled(): --tf32 given (engine/device.h)
 
 // Row-major C (M,N) = alpha·op(A)·op(B) + beta·C, op(X) = X or Xᵀ, leading dimensions lda/ldb/ldc — the

@@ -108,7 +108,7 @@ void kernel_attention_backward(float* dqkv, float* dbkv, float* dbd, float* scra
                                const float* qkv, const int* pos, const float* bkv, const float* bd, int B, int T, int C, int NH);
 void kernel_attention_step(float* out, float* S, float* z, const float* qkv, int pos, int C, int NH, double eps);
 
-// ---- backend utilities (device.cu, bench.cu) ------------------------------------------------------------
+// ---- backend utilities (cuda_device.cu, bench_kernels.cu) ---------------------------------------------------------
 std::string device_description();   // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
 // Row-major C (M,N) = op(A)·op(B) (+ C with beta), the wrapper every layer uses (for benchmarks and tests).
 void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta,

@@ -3,7 +3,7 @@
 //
 //   inp (N,C), weight (OC,C), bias (OC) or nullptr  ->  out (N,OC)          out is SET
 //
-// The products go to cuBLAS (cuda/device.cu: fp32, or TF32 tensor cores with --tf32). The bias is a
+// The products go to cuBLAS (cuda/cuda_device.cu: fp32, or TF32 tensor cores with --tf32). The bias is a
 // separate elementwise pass, added AFTER the product as on the CPU (same rounding order). Its gradient is a
 // column sum over the N rows: the deterministic column_sum_accumulate of cuda/reduce.cu.
 #include "cuda/common.cuh"

@@ -1,4 +1,4 @@
-// device.cpp — CPU side of device.h; the CUDA side lives in cuda/device.cu (built by `make cuda`).
+// device.cpp — CPU side of device.h; the CUDA side lives in cuda/cuda_device.cu (built by `make cuda`).
 #include "engine/device.h"
 
 #include <cstdlib>
@@ -16,7 +16,7 @@ void set_tf32(bool on) { g_tf32 = on; }
 bool tf32_enabled() { return g_tf32; }
 
 #ifdef ICL_CUDA
-// Implemented in cuda/device.cu.
+// Implemented in cuda/cuda_device.cu.
 void* cuda_alloc(size_t bytes);
 void cuda_free(void* p);
 void cuda_zero(void* p, size_t bytes);

@@ -1,4 +1,4 @@
-// device.cu — the CUDA side of src/engine/device.h (memory, copies, synchronization, "is there a GPU"),
+// cuda_device.cu — the CUDA side of src/engine/device.h (memory, copies, synchronization, "is there a GPU"),
 // plus what every kernel file shares at run time: the cuBLAS handle, the row-major GEMM wrappers, and
 // the grow-only scratch buffers (declared in cuda/common.cuh).
 #include <algorithm>
