@@ -44,8 +44,8 @@ void register_flags(Cli& cli) {
     cli.flag("--p0", "0", "convert: position of the prompt's first token (the converted model starts its input there)");
     cli.flag("--trials", "20", "e1: random (prompt, input) pairs per size; e2: evaluation chains");
     cli.flag("--sizes", "205k,2m,20m", "e1: model sizes among 205k,2m,20m,200m");
-    cli.flag("--M", "64", "e1: prompt tokens");
-    cli.flag("--N", "32", "e1: input tokens");
+    cli.flag("--M", "8-128", "prompt tokens: e1 draws each pair's M from a range lo-hi (or takes one number); e4: one number (40 if not given)");
+    cli.flag("--N", "8-128", "input tokens: as --M (e4: 20 if not given)");
     cli.flag("--seeds", "3", "e3: seeds per arm");
     cli.flag("--replot", "0", "e3: 1 = only rebuild the plots and summary from the runs already in --out (no training)");
     cli.flag("--Ms", "0,64,256,1024,4096", "bench: prompt lengths");

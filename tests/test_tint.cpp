@@ -721,6 +721,9 @@ TEST_CASE("η -> 0 (§10.17): (logits1 − logits0)/η = the directional derivat
 }
 
 TEST_CASE("budget (§10.18): L + s·k forward and s·k backward blocks; (12,1), (6,2), (3,4) cost the same 36") {
+    // Counted from the work done, not from the orchestrator's own block counters: every simulated block runs the
+    // softmax-attention module exactly once (attn_fwd forward, attn_bwd backward), and each module counts its
+    // own executions; the LayerNorm forward runs twice per forward block plus ln_f after each forward pass.
     GPTConfig g = aux_cfg("relu", 12, 24, 12, 6);
     GPT<double> aux(g, Device::cpu, 1);
     randomize(aux, 29, 0.2);
@@ -728,10 +731,15 @@ TEST_CASE("budget (§10.18): L + s·k forward and s·k backward blocks; (12,1), 
     TintInput in = random_input(1, 5, g.V, 5, 30);
     struct KS { int k, s; };
     for (KS ks : {KS{12, 1}, KS{6, 2}, KS{3, 4}}) {
+        tt.attn_fwd.runs = tt.attn_bwd.runs = tt.ln_fwd.runs = 0;
         TintOutput<double> o = tt.run(aux, in, ks.k, ks.s);
-        CHECK(o.fwd_blocks == g.L + ks.s * ks.k);
-        CHECK(o.bwd_blocks == ks.s * ks.k);
-        CHECK(o.fwd_blocks + o.bwd_blocks == 36);
+        CAPTURE(ks.k);
+        CHECK(tt.attn_fwd.runs == g.L + ks.s * ks.k);
+        CHECK(tt.attn_bwd.runs == ks.s * ks.k);
+        CHECK(tt.attn_fwd.runs + tt.attn_bwd.runs == 36);
+        CHECK(tt.ln_fwd.runs == 2 * (g.L + ks.s * ks.k) + 1 + ks.s);
+        CHECK(o.fwd_blocks == tt.attn_fwd.runs);  // the reported counters agree with the work
+        CHECK(o.bwd_blocks == tt.attn_bwd.runs);
     }
     GPTConfig g2 = aux_cfg("relu");
     GPT<double> a2(g2, Device::cpu, 1);

@@ -266,6 +266,31 @@ double knn_accuracy(const double* X, int N, int F, const std::vector<int>& label
 
 // ---- linear regression -----------------------------------------------------------------------------------
 
+void ridge_bayes_predictions(double* pred, const float* X, int ldx, const float* v, int ldv, int N, int d_in, int d_out, double noise) {
+    const int G = d_in + 1;
+    const double e2 = noise * noise;
+    std::vector<double> XtX((size_t)G * G, 0.0), Xtv((size_t)G * d_out, 0.0), A, W, x(G);
+    for (int k = 0; k < N; k++) {
+        for (int i = 0; i < d_in; i++) x[i] = X[(size_t)k * ldx + i];
+        x[d_in] = 1.0;
+        // w = (ε² I + XᵀX)⁻¹ Xᵀv over pairs 0..k−1 (the posterior mean under w ~ N(0, I), noise ε), predicted at x_k
+        A = XtX;
+        for (int i = 0; i < G; i++) A[(size_t)i * G + i] += e2;
+        W = Xtv;
+        cholesky_solve(A, W, G, d_out);
+        for (int o = 0; o < d_out; o++) {
+            double p = 0;
+            for (int i = 0; i < G; i++) p += x[i] * W[(size_t)i * d_out + o];
+            pred[(size_t)k * d_out + o] = p;
+        }
+        // then pair k joins the data
+        for (int i = 0; i < G; i++) {
+            for (int j = 0; j < G; j++) XtX[(size_t)i * G + j] += x[i] * x[j];
+            for (int o = 0; o < d_out; o++) Xtv[(size_t)i * d_out + o] += x[i] * v[(size_t)k * ldv + o];
+        }
+    }
+}
+
 double ridge_bayes_error(int d_in, int k, double noise, int samples, Rng& rng) {
     const int G = d_in + 1;
     if (k == 0) return G;

@@ -65,5 +65,10 @@ double knn_accuracy(const double* X, int N, int F, const std::vector<int>& label
 // noise-free target after k examples: E_X tr((I + XᵀX/ε²)^{-1}), X (k, d_in+1) with rows [u;1], u ~ N(0,I),
 // by Monte Carlo over `samples` draws (spec §4.2). k = 0 gives d_in + 1 exactly.
 double ridge_bayes_error(int d_in, int k, double noise, int samples, Rng& rng);
+// The same Bayes-optimal predictor applied to one given sequence: pred (N,d_out) row k = the posterior mean at
+// input x_k given pairs 0..k−1 (X (N,d_in) at stride ldx, noisy targets v (N,d_out) at stride ldv; prior
+// [U | b] ~ N(0, I), noise ε). Scored on a model's own evaluation sequences, it is the paired Bayes baseline.
+void ridge_bayes_predictions(double* pred, const float* X, int ldx, const float* v, int ldv, int N, int d_in, int d_out, double noise);
+
 
 }  // namespace icl

@@ -345,7 +345,7 @@ nlohmann::json LREval::to_json() const {
 }
 
 LREval lr_evaluate(CGT<float>& m, const LinRegConfig& lc, const std::vector<Batch>& val, const std::vector<std::vector<float>>& clean,
-                   const std::vector<int>& freeze_k, int bayes_samples) {
+                   const std::vector<int>& freeze_k) {
     const CGTConfig& c = m.cfg;
     if (c.d_in == 0 || c.d_out != lc.d_out) fail("lr_evaluate: the model is not a linear-regression model");
     const int N = lc.pairs, Do = lc.d_out, dy = c.dy;
@@ -356,7 +356,7 @@ LREval lr_evaluate(CGT<float>& m, const LinRegConfig& lc, const std::vector<Batc
     m.train_mode = false;
     LREval r;
     r.freeze_k = freeze_k;
-    std::vector<double> dyn(N, 0.0);
+    std::vector<double> dyn(N, 0.0), bay(N, 0.0);
     std::vector<std::vector<double>> fr(freeze_k.size(), std::vector<double>(N, 0.0));
     long nseq = 0;
     for (size_t vb = 0; vb < val.size(); vb++) {
@@ -377,6 +377,21 @@ LREval lr_evaluate(CGT<float>& m, const LinRegConfig& lc, const std::vector<Batc
         const std::vector<float> y = has_y ? m.s.fetch_act(c.vae ? "y_used" : "yl") : std::vector<float>();
         for (int b = 0; b < B; b++)
             for (int k = 0; k < N; k++) dyn[k] += err(pred, T, 0, b, k);
+        // the Bayes-optimal predictor on these very sequences (pairs: u at 2k, v at 2k+1, rows of width bt.D)
+        std::vector<double> bp((size_t)N * Do);
+        std::vector<float> bpf((size_t)T * Do, 0.0f);
+        for (int b = 0; b < B; b++) {
+            const float* X = &bt.vectors[(size_t)b * T * bt.D];
+            ridge_bayes_predictions(bp.data(), X, 2 * bt.D, X + bt.D, 2 * bt.D, N, lc.d_in, Do, lc.noise);
+            for (int k = 0; k < N; k++) {
+                double e = 0;
+                for (int o = 0; o < Do; o++) {
+                    const double d = bp[(size_t)k * Do + o] - cl[((size_t)b * T + 2 * k) * Do + o];
+                    e += d * d;
+                }
+                bay[k] += e;
+            }
+        }
         for (size_t f = 0; f < freeze_k.size(); f++) {
             // ỹ = y^ℓ at v_{k0} (input position 2k0−1); the model then sees pairs k0.. alone (0-indexed), positions absolute
             const int k0 = freeze_k[f], s = 2 * k0, Tw = T - s;
@@ -399,8 +414,7 @@ LREval lr_evaluate(CGT<float>& m, const LinRegConfig& lc, const std::vector<Batc
         r.frozen.emplace_back(N, NAN);
         for (int k = freeze_k[f]; k < N; k++) r.frozen[f][k] = fr[f][k] / nseq;
     }
-    Rng rng(4242);
-    for (int k = 0; k < N; k++) r.bayes.push_back(ridge_bayes_error(lc.d_in, k, lc.noise, bayes_samples, rng) * lc.d_out);
+    for (int k = 0; k < N; k++) r.bayes.push_back(bay[k] / nseq);
     return r;
 }
 

@@ -80,14 +80,14 @@ struct LREval {
     std::vector<double> dynamic;                // (pairs) mean squared error vs U u + b at query k (k samples seen)
     std::vector<int> freeze_k;                  // k0 of each frozen curve
     std::vector<std::vector<double>> frozen;    // per k0: (pairs), NaN for k < k0: ỹ after sample k0, pairs < k0 removed
-    std::vector<double> bayes;                  // (pairs) the Bayes-optimal (ridge) error, ridge_bayes_error
+    std::vector<double> bayes;                  // (pairs) the Bayes-optimal (ridge) predictor's error on the same sequences
     int sequences = 0;
     nlohmann::json to_json() const;
 };
 
 // val: linreg batches, clean: their noise-free targets (B,T,d_out) per batch (linreg_batch's `clean`).
 LREval lr_evaluate(CGT<float>& m, const LinRegConfig& lc, const std::vector<Batch>& val, const std::vector<std::vector<float>>& clean,
-                   const std::vector<int>& freeze_k, int bayes_samples);
+                   const std::vector<int>& freeze_k);
 
 // ---- text mixtures (spec §4.3, §5.3, §6.6–6.8) ------------------------------------------------------------
 

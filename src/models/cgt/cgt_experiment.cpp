@@ -184,7 +184,7 @@ CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, u
         std::vector<int> fk;
         for (int k : eo.freeze_k)
             if (k < task.linreg.pairs) fk.push_back(k);
-        run.lr = lr_evaluate(model, task.linreg, es.batches, es.clean, fk, eo.bayes_samples);
+        run.lr = lr_evaluate(model, task.linreg, es.batches, es.clean, fk);
         s["eval"] = run.lr.to_json();
         plot_lr_curves(dir + "/lr_curves.png", "in-context linear regression: " + v.name, run.lr, nullptr);
         s["plots"].push_back(dir + "/lr_curves.png");

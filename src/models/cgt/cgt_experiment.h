@@ -42,7 +42,6 @@ struct ExperimentOptions {
     int eval_batch = 64;
     std::vector<int> freeze_k;         // linear regression: frozen curves after these many samples
     bool task_vectors = true;          // ICL: the task-vector baseline for models without y
-    int bayes_samples = 2000;          // linear regression: Monte-Carlo draws of the ridge curve
     int analysis_seqs = 64;            // sequences for the y analyses (heatmap, spectrum)
     TextEvalOptions text;              // text mixtures (--task mix)
 };

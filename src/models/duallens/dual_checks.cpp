@@ -253,10 +253,21 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
         m.alpha = 0.3;
         vec out((size_t)s.T * 4), att((size_t)s.T * s.T);
         attention_mod_forward<double>(out.data(), att.data(), nullptr, s.qkv.data(), nullptr, m, 0, 1, s.T, 4, 1, 0);
-        vec ref = s.out;
-        for (int t = 0; t < s.T; t++)
-            for (int e = 0; e < 4; e++) ref[(size_t)t * 4 + e] -= 0.3 * s.qkv[(size_t)t * 12 + 8 + e];
-        res.push_back(make("I10", "regularized layer: h_alpha = h_0 - alpha v_q, every query (alpha=0.3)", relerr(out, ref), 1e-12));
+        // the definition H' = W_V X (A − αI), written out without the engine's attention: A_it = softmax_i(k_i·q_t/√d)
+        // over the causal keys i <= t, then h_t = Σ_i (A_it − α[i = t]) v_i (one head, d = 4; qkv rows [q | k | v])
+        vec ref((size_t)s.T * 4, 0.0);
+        for (int t = 0; t < s.T; t++) {
+            const double* q = &s.qkv[(size_t)t * 12];
+            vec a(t + 1);
+            double mx = -1e300, z = 0;
+            for (int i = 0; i <= t; i++) { a[i] = dotp(q, &s.qkv[(size_t)i * 12 + 4], 4) / 2.0; mx = std::max(mx, a[i]); }
+            for (int i = 0; i <= t; i++) z += (a[i] = std::exp(a[i] - mx));
+            for (int i = 0; i <= t; i++) {
+                const double w = a[i] / z - (i == t ? m.alpha : 0.0);
+                for (int e = 0; e < 4; e++) ref[(size_t)t * 4 + e] += w * s.qkv[(size_t)i * 12 + 8 + e];
+            }
+        }
+        res.push_back(make("I10", "regularized layer = W_V X (A - alpha I) from the definition, every query (alpha=0.3)", relerr(out, ref), 1e-12));
         attention_mod_forward<double>(out.data(), att.data(), nullptr, s.qkv.data(), nullptr, AttnMods(), 0, 1, s.T, 4, 1, 0);
         res.push_back(make("I10", "alpha = 0: bit-exact to the plain layer (differing elements)", (double)count_bit_differences(out, s.out), 0));
         // A6: a literal GD step on L + alpha |W|_F^2 gives y = (1 − 2 eta alpha) W0 phi(q) + h' (alpha-independent at W0 = 0)

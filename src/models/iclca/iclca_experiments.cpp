@@ -16,8 +16,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "data/text.h"
 #include "engine/checkpoint.h"
@@ -56,7 +58,14 @@ std::vector<int> tokenize(const std::string& text, int V) {
 
 
 // ---- induction evaluation: accuracy at the scored positions (spec §7) -------------------------------
-struct IclAcc { long hit_icl = 0, hit_conv = 0, hit_none = 0, n = 0, hit_icl_all = 0, hit_conv_all = 0, n_all = 0; };
+// Besides the accuracies, the logits themselves at the input positions: the converted model's against the
+// prompted one's (the conversion is exact in real arithmetic: only fp32 rounding may separate them) and the
+// un-prompted model's against the prompted one's (how much the prompt changes the predictions: the scale that
+// makes the first number meaningful even where a model is still at chance). Both as max |Δ| / RMS of the logits.
+struct IclAcc {
+    long hit_icl = 0, hit_conv = 0, hit_none = 0, n = 0, hit_icl_all = 0, hit_conv_all = 0, n_all = 0;
+    double conv_max_rel = 0, none_max_rel = 0;
+};
 
 IclAcc induction_eval(KernelLM<float>& m, int M, int N, int chains, uint64_t seed) {
     IclAcc r;
@@ -77,6 +86,16 @@ IclAcc induction_eval(KernelLM<float>& m, int M, int N, int chains, uint64_t see
         iclca_convert(m, prompt, 0);
         std::vector<float> lc = kernel_lm_logits(m, input, 0);
         m.s.upload(m.s.params, 0, orig.data(), orig.size());  // reset (spec §6.9)
+        double ss = 0, dc = 0, dn = 0;
+        for (size_t i = 0; i < lc.size(); i++) {
+            const double p = lp[(size_t)M * V + i];
+            ss += p * p;
+            dc = std::max(dc, std::fabs((double)lc[i] - p));
+            dn = std::max(dn, std::fabs((double)ln[i] - p));
+        }
+        const double rms = std::sqrt(ss / std::max<size_t>(lc.size(), 1));
+        r.conv_max_rel = std::max(r.conv_max_rel, dc / rms);
+        r.none_max_rel = std::max(r.none_max_rel, dn / rms);
         for (int t : sc) {
             int target = s.tokens[t + 1];
             r.hit_icl += argmax(lp, t) == target;
@@ -204,10 +223,20 @@ int cmd_convert(const Cli& cli) {
 
 struct SizeSpec { std::string name; int L, C, NH; };
 
+// One E1 trial (spec E1): a random-init kernel LM whose bias terms start from random non-zero values — so the
+// conversion must add to what is there, not just fill zeros — a random prompt of M and input of N tokens.
+// b_KV ~ N(0, 1) and b_D ~ U(0, 1) (b_D positive like the Σφ(k) it stands for: the denominator stays positive).
 template <typename real>
 void e1_trial(const KernelLMConfig& c, uint64_t seed, int M, int N, double& err_conv, double& err_noicl) {
     KernelLM<real> m(c, Device::cpu, seed);
     Rng r(seed * 31 + 7);
+    for (int l = 0; l < c.L; l++)
+        for (const char* b : {"attn.bkv", "attn.bd"}) {
+            const std::string name = "h." + std::to_string(l) + "." + b;
+            std::vector<real> v(m.s.ptable.spec(name).numel());
+            for (auto& x : v) x = b[6] == 'k' ? (real)r.normal() : (real)r.uniform(0, 1);
+            m.s.upload(m.s.params, m.s.ptable.offset(name), v.data(), v.size());
+        }
     std::vector<int> prompt(M), input(N);
     for (auto& t : prompt) t = (int)r.below(c.V);
     for (auto& t : input) t = (int)r.below(c.V);
@@ -222,8 +251,26 @@ void e1_trial(const KernelLMConfig& c, uint64_t seed, int M, int N, double& err_
     err_noicl = relerr(lp, ln);
 }
 
+// "--M 8-128": a range lo-hi (each trial draws from it) or one number.
+std::pair<int, int> int_range(const Cli& cli, const std::string& name) {
+    const std::string v = cli.get(name);
+    const size_t dash = v.find('-');
+    auto num = [&](const std::string& x) {
+        char* end = nullptr;
+        const long n = std::strtol(x.c_str(), &end, 10);
+        if (x.empty() || *end || n < 1 || n > (1 << 16)) fail_usage(name + ": expected a number or a range lo-hi of numbers in [1, 65536], got '" + v + "'");
+        return (int)n;
+    };
+    if (dash == std::string::npos) { const int n = num(v); return {n, n}; }
+    const int lo = num(v.substr(0, dash)), hi = num(v.substr(dash + 1));
+    if (lo > hi) fail_usage(name + ": the range '" + v + "' is empty (lo > hi)");
+    return {lo, hi};
+}
+
 int cmd_e1(const Cli& cli) {
-    const int trials = (int)cli.get_int("--trials", 1, 100000), M = (int)cli.get_int("--M", 1, 1 << 16), N = (int)cli.get_int("--N", 1, 1 << 16);
+    const int trials = (int)cli.get_int("--trials", 1, 100000);
+    const auto [Mlo, Mhi] = int_range(cli, "--M");
+    const auto [Nlo, Nhi] = int_range(cli, "--N");
     std::vector<SizeSpec> all = {{"205k", 1, 128, 8}, {"2m", 10, 128, 8}, {"20m", 11, 384, 8}, {"200m", 16, 1024, 16}};
     std::vector<SizeSpec> sizes;
     for (const std::string& s : cli.get_list("--sizes")) {
@@ -234,8 +281,10 @@ int cmd_e1(const Cli& cli) {
     std::string dir = subcommand_run_dir(cli, "iclca", "e1");
     TextOut csv(dir + "/table.csv", csv_provenance_comment());
     csv.printf("size,params,L,C,NH,M,N,trials,relerr_fp32,relerr_fp64,relerr_noicl_fp32\n");
-    std::printf("E1 exactness: relerr = ||L_prompted[M:] - L_converted||_F / ||L_prompted[M:]||_F, mean over %d random pairs, M=%d N=%d\n",
-                trials, M, N);
+    const std::string mr = cli.get("--M"), nr = cli.get("--N");
+    std::printf("E1 exactness: relerr = ||L_prompted[M:] - L_converted||_F / ||L_prompted[M:]||_F, mean over %d random pairs,\n"
+                "M in [%d,%d], N in [%d,%d] drawn per pair, random non-zero initial biases b_KV ~ N(0,1), b_D ~ U(0,1)\n",
+                trials, Mlo, Mhi, Nlo, Nhi);
     std::printf("%-6s %12s %14s %14s %16s   paper (fp32)\n", "size", "params", "fp32", "fp64", "no-ICL (fp32)");
     const std::map<std::string, std::string> paper = {{"205k", "2.9e-7"}, {"2m", "4.4e-7"}, {"20m", "8.3e-7"}, {"200m", "1.7e-6"}};
     nlohmann::json rows = nlohmann::json::array();
@@ -245,7 +294,9 @@ int cmd_e1(const Cli& cli) {
         double e32 = 0, e64 = 0, en = 0;
         // fp64 is slow on big models: at most 3 trials above 10M parameters
         int t64 = c.num_params() > 10000000 ? std::min(trials, 3) : trials;
+        Rng lengths(4242);
         for (int t = 0; t < trials; t++) {
+            const int M = Mlo + (int)lengths.below((uint64_t)(Mhi - Mlo + 1)), N = Nlo + (int)lengths.below((uint64_t)(Nhi - Nlo + 1));
             double a, b;
             e1_trial<float>(c, 1000 + t, M, N, a, b);
             e32 += a / trials;
@@ -254,8 +305,8 @@ int cmd_e1(const Cli& cli) {
         }
         std::printf("%-6s %12lld %14.3g %14.3g %16.3g   %s\n", sz.name.c_str(), (long long)c.num_params(), e32, e64, en, paper.at(sz.name).c_str());
         std::fflush(stdout);
-        csv.printf("%s,%lld,%d,%d,%d,%d,%d,%d,%.4g,%.4g,%.4g\n", sz.name.c_str(), (long long)c.num_params(), c.L, c.C, c.NH, M, N, trials,
-                     e32, e64, en);
+        csv.printf("%s,%lld,%d,%d,%d,%s,%s,%d,%.4g,%.4g,%.4g\n", sz.name.c_str(), (long long)c.num_params(), c.L, c.C, c.NH, mr.c_str(), nr.c_str(),
+                   trials, e32, e64, en);
         rows.push_back({{"size", sz.name}, {"params", c.num_params()}, {"relerr_fp32", e32}, {"relerr_fp64", e64}, {"relerr_noicl", en}});
     }
     csv.commit();
@@ -288,9 +339,12 @@ int cmd_e2(const Cli& cli) {
     std::printf("  %-28s %9.2f%% %11.2f%%   99.95%%\n", "M_new,noICL (converted)", pct(r.hit_conv, r.n), pct(r.hit_conv_all, r.n_all));
     std::printf("  %-28s %9.2f%% %12s   2.23%%\n", "M_old,noICL (neither)", pct(r.hit_none, r.n), "");
     std::printf("  correct predictions: prompted %ld, converted %ld (spec §6.21: equal)\n", r.hit_icl, r.hit_conv);
+    std::printf("  logits at the input positions, max |Δ| / RMS: converted vs prompted %.2e (fp32 rounding), "
+                "without the prompt vs prompted %.2e (the prompt's effect)\n", r.conv_max_rel, r.none_max_rel);
     nlohmann::json j = {{"experiment", "e2"}, {"M", M}, {"N", N}, {"chains", chains}, {"scored", r.n},
                         {"acc_prompted", pct(r.hit_icl, r.n)}, {"acc_converted", pct(r.hit_conv, r.n)}, {"acc_neither", pct(r.hit_none, r.n)},
                         {"acc_all_prompted", pct(r.hit_icl_all, r.n_all)}, {"acc_all_converted", pct(r.hit_conv_all, r.n_all)},
+                        {"logits_converted_vs_prompted_max_rel", r.conv_max_rel}, {"logits_unprompted_vs_prompted_max_rel", r.none_max_rel},
                         {"model", m.cfg.to_json()}, {"flags", cli_json(cli.values())}};
     write_run_summary(dir + "/summary.json", j);
     std::printf("wrote %s/summary.json\n", dir.c_str());
@@ -367,7 +421,9 @@ int cmd_e3(const Cli& cli) {
 //   no-ICL   the plain GPT on X alone, positions restarted at 0 (paper-faithful) or offset by M
 //   ICLAA    X alone + the prompt's Performer bias terms, positions restarted at 0 or offset by M
 int cmd_e4(const Cli& cli) {
-    const int trials = (int)cli.get_int("--trials", 1, 100000), M = (int)cli.get_int("--M", 1, 1 << 16), N = (int)cli.get_int("--N", 1, 1 << 16);
+    // one prompt and input length for every trial (not e1's ranges); 40 and 20 unless given
+    const int trials = (int)cli.get_int("--trials", 1, 100000);
+    const int M = cli.given("--M") ? (int)cli.get_int("--M", 1, 1 << 16) : 40, N = cli.given("--N") ? (int)cli.get_int("--N", 1, 1 << 16) : 20;
     std::vector<int64_t> ms = cli.get_int_list("--features", 1, 1 << 20);
     const bool orf = cli.get_int("--orf", 0, 1) != 0;
     const double astd = cli.get_double("--attn-std", 0, 100);

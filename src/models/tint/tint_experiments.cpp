@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -156,50 +157,70 @@ int cmd_check(const Cli& cli) {
         for (size_t i = 0; i < a.size(); i++) { n += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]); z += (double)b[i] * (double)b[i]; }
         return std::sqrt(n / std::max(z, 1e-300));
     };
+    // Tolerances from the error each comparison can have, checked against measurements (seeds 0-9 of the random
+    // model and seeds 0-2 of a 300-step `tint train` model, eps = 1e-3; the worst seen in brackets):
+    //  - logits0: the same fp64 function in two operation orders, no finite differences: 1e-13 (1.8e-15);
+    //  - after the update, TinT and oracle A take the same finite differences, whose rounding error is u/eps
+    //    (u = the precision's unit roundoff) per derivative, summed over a few hundred terms:
+    //    fp64 logits1 100·u/eps = 1.1e-11 (1.1e-12), fp64 weights 10·u/eps = 1.1e-12 (4.6e-14),
+    //    fp32 logits1 30·u/eps = 1.8e-3 (5.4e-4), fp32 weights 3·u/eps = 1.8e-4 (2.0e-5).
+    const double u64 = std::numeric_limits<double>::epsilon() / 2, u32 = std::numeric_limits<float>::epsilon() / 2;
     struct Row { std::string what; double err, tol; };
     std::vector<Row> rows = {
-        {"fp64 logits0 vs the GPT's own forward", reld(o.logits0, gpt_logits), 1e-10},
-        {"fp64 logits1 vs oracle A", reld(o.logits1, A.logits1), 1e-9},
-        {"fp64 decoded weights vs oracle A", reld(o.params[0], A.params), 1e-9},
-        {"fp32 logits1 vs fp32 oracle A", reld(o32.logits1, A32.logits1), 1e-3},
-        {"fp32 decoded weights vs fp32 oracle A", reld(o32.params[0], A32.params), 1e-4},
+        {"fp64 logits0 vs the GPT's own forward", reld(o.logits0, gpt_logits), 1e-13},
+        {"fp64 logits1 vs oracle A", reld(o.logits1, A.logits1), 100 * u64 / c.eps},
+        {"fp64 decoded weights vs oracle A", reld(o.params[0], A.params), 10 * u64 / c.eps},
+        {"fp32 logits1 vs fp32 oracle A", reld(o32.logits1, A32.logits1), 30 * u32 / c.eps},
+        {"fp32 decoded weights vs fp32 oracle A", reld(o32.params[0], A32.params), 3 * u32 / c.eps},
         {"(the update itself: logits1 vs logits0)", reld(o.logits1, o.logits0), NAN},
     };
-    // k = 1: TinT's update of the top layer vs exact SGD (oracle B on the same trainable set), per tensor
-    TintConfig c1 = c64;
-    c1.eta = 1e-2;
-    TintOutput<double> o1 = Tint<double>(c1).run(aux, in, 1, 1);
-    OracleOutput<double> B1 = oracle_b(aux, tint_batch(in, 0), c1.eta, 1, 1, false);
-    std::vector<double> p0(aux.s.params.ptr, aux.s.params.ptr + aux.s.ptable.total);
-    std::vector<TensorDiff> diffs;
-    const std::string top = "h." + std::to_string(g.L - 1) + ".";
-    for (const char* n : {"attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b", "ln2.b", "mlp.fc.w", "mlp.fc.b", "mlp.proj.w", "mlp.proj.b", "ln1.b", "lnf.b"}) {
-        const std::string name = std::string(n) == "lnf.b" ? "lnf.b" : top + n;
-        const size_t off = aux.s.ptable.offset(name), num = aux.s.ptable.spec(name).numel();
-        std::vector<double> gt, gb;
-        for (size_t i = 0; i < num; i++) {
-            gt.push_back((p0[off + i] - o1.params[0][off + i]) / c1.eta);
-            gb.push_back((p0[off + i] - B1.params[off + i]) / c1.eta);
-        }
-        // judged by the RMS relative error (the FD error is relative to the tensor's scale, not to each element)
-        double amax = 0;
-        for (double v : gb) amax = std::max(amax, std::fabs(v));
-        TensorDiff td = compare_tensor(name, std::string(n) == "ln1.b" ? "grad (attn approx)" : "grad", {(int64_t)num}, gb.data(), gt.data(),
-                                       0.01 * amax, 20 * c.eps);
-        td.pass = std::string(n) == "ln1.b" || td.rms_rel <= 20 * c.eps;
-        diffs.push_back(td);
-    }
     int bad = 0;
     std::printf("\n  %-44s %12s %10s  ok\n", "comparison", "rel err", "tolerance");
     for (auto& rw : rows) {
         const bool ok = std::isnan(rw.tol) || rw.err <= rw.tol;
         bad += !ok;
-        std::printf("  %-44s %12.3e %10s  %s\n", rw.what.c_str(), rw.err, std::isnan(rw.tol) ? "-" : strfmt("%.0e", rw.tol).c_str(), ok ? "ok" : "FAIL");
+        std::printf("  %-44s %12.3e %10s  %s\n", rw.what.c_str(), rw.err, std::isnan(rw.tol) ? "-" : strfmt("%.1e", rw.tol).c_str(), std::isnan(rw.tol) ? "(shown)" : ok ? "ok" : "FAIL");
+    }
+
+    // k = 1: TinT's update of the top layer vs exact SGD (oracle B on the same trainable set), per tensor, as the
+    // gradient Δθ/η. TinT differs from exact SGD by its finite-difference LayerNorm and activation backward, a
+    // first-order difference whose error shrinks in proportion to eps (measured: RMS rel 0.03-0.04·eps on random
+    // models for eps = 1e-2…1e-5; on a trained ReLU model 7.4·eps at 1e-3, where inputs within eps of the kink
+    // dominate, then 0.07·eps below 1e-4). A fixed tolerance would be model-specific; the check is the
+    // convergence itself: the same comparison at eps/10 must shrink at least 3× (10× expected) and end below
+    // eps, or already be at fp64 rounding (<= 1e-10, lnf.b: no finite difference on its path). ln1.b is shown
+    // and not judged: its TinT gradient leaves out the ∂q, ∂k paths of the attention by design (value-only
+    // backward), which no eps removes; oracle A, which makes the same approximation, matches it above.
+    TintConfig c1 = c64, c1s = c64;
+    c1.eta = c1s.eta = 1e-2;
+    c1s.eps = c1.eps / 10;
+    TintOutput<double> o1 = Tint<double>(c1).run(aux, in, 1, 1), o1s = Tint<double>(c1s).run(aux, in, 1, 1);
+    OracleOutput<double> B1 = oracle_b(aux, tint_batch(in, 0), c1.eta, 1, 1, false);
+    std::vector<double> p0(aux.s.params.ptr, aux.s.params.ptr + aux.s.ptable.total);
+    const std::string top = "h." + std::to_string(g.L - 1) + ".";
+    std::printf("\nk=1 top-layer update of TinT (fp64) vs exact SGD (oracle B), as gradients Δθ/η: RMS relative error at eps and eps/10;\n"
+                "pass: shrinks >= 3x and ends <= eps (= %g), or <= 1e-10 at both\n\n", c.eps);
+    std::printf("  %-16s %10s %12s %12s %8s  ok\n", "tensor", "numel", "eps", "eps/10", "ratio");
+    nlohmann::json jt = nlohmann::json::array();
+    for (const char* n : {"attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b", "ln2.b", "mlp.fc.w", "mlp.fc.b", "mlp.proj.w", "mlp.proj.b", "ln1.b", "lnf.b"}) {
+        const std::string name = std::string(n) == "lnf.b" ? "lnf.b" : top + n;
+        const size_t off = aux.s.ptable.offset(name), num = aux.s.ptable.spec(name).numel();
+        double d = 0, ds = 0, z = 0;
+        for (size_t i = off; i < off + num; i++) {
+            const double gb = (p0[i] - B1.params[i]) / c1.eta, gt = (p0[i] - o1.params[0][i]) / c1.eta, gs = (p0[i] - o1s.params[0][i]) / c1.eta;
+            d += (gt - gb) * (gt - gb);
+            ds += (gs - gb) * (gs - gb);
+            z += gb * gb;
+        }
+        const double e = std::sqrt(d / std::max(z, 1e-300)), es = std::sqrt(ds / std::max(z, 1e-300));
+        const bool judged = std::string(n) != "ln1.b";
+        const bool ok = (es <= 1e-10 && e <= 1e-10) || (es * 3 <= e && es <= c.eps);
+        if (judged) bad += !ok;
+        std::printf("  %-16s %10zu %12.3e %12.3e %8.1f  %s\n", name.c_str(), num, e, es, e / std::max(es, 1e-300),
+                    !judged ? "(not judged: value-only attention backward)" : ok ? "ok" : "FAIL");
+        jt.push_back({{"tensor", name}, {"rms_rel_eps", e}, {"rms_rel_eps_over_10", es}, {"judged", judged}, {"ok", ok}});
     }
     std::printf("\n");
-    bad += print_diff_table(stdout, "k=1 top-layer update of TinT (fp64) vs exact SGD (oracle B), gradient = Δθ/η, eps = " + strfmt("%g", c.eps) +
-                                        "; pass: RMS rel <= 20·eps (ln1.b, shown only: it misses the ∂q,∂k paths of the attention)",
-                            diffs, 0.01, 20 * c.eps);
     std::printf("simulated blocks: %d forward + %d backward (L + 2·s·k = %d)\n", o.fwd_blocks, o.bwd_blocks, g.L + 2 * s * k);
     if (cli.has_value("--dump-npy")) {
         const std::string dd = cli.get("--dump-npy");
@@ -212,7 +233,7 @@ int cmd_check(const Cli& cli) {
     }
     nlohmann::json jr = nlohmann::json::array();
     for (auto& rw : rows) jr.push_back({{"what", rw.what}, {"rel_err", rw.err}});
-    write_summary(dir, cli, {{"subcommand", "check"}, {"rows", jr}, {"failures", bad}});
+    write_summary(dir, cli, {{"subcommand", "check"}, {"rows", jr}, {"k1_vs_exact_sgd", jt}, {"failures", bad}});
     std::printf("%s; wrote %s/summary.json\n", bad ? "FAILED" : "all comparisons within tolerance", dir.c_str());
     return bad ? 1 : 0;
 }

@@ -352,6 +352,8 @@ void layer_forward(const TLayer<real>& l, real* X, const Seq& s, const TintConfi
 
 template <typename real>
 void module_forward(const Module<real>& m, real* X, const Seq& s, const TintConfig& c) {
+#pragma omp atomic
+    m.runs++;
     for (auto& l : m.layers) layer_forward(l, X, s, c);
 }
 

@@ -155,6 +155,7 @@ template <typename real>
 struct Module {
     std::string name;
     std::vector<TLayer<real>> layers;
+    mutable int64_t runs = 0;          // times module_forward has run it, every sequence counted (the work done)
     int64_t params() const;
     int64_t nonzeros() const;
 };
