@@ -65,28 +65,39 @@ inline void backward8(float* dinp, const float* inp, const float* dout) {
     const __m256 local = _mm256_fmadd_ps(_mm256_mul_ps(x, two_s_1ms), dudx, sg);
     _mm256_storeu_ps(dinp, _mm256_fmadd_ps(local, _mm256_loadu_ps(dout), _mm256_loadu_ps(dinp)));
 }
+
+// The tail [i, i1) of fewer than 8 elements through the same 8-wide kernel k(dst, a, b) on zero-padded copies
+// (dst's old values are copied in too: the backward accumulates), so every element gets the same arithmetic.
+template <typename K>
+inline void padded8(size_t i, size_t i1, float* dst, const float* a, const float* b, K k) {
+    if (i >= i1) return;
+    float d[8] = {0}, x[8] = {0}, y[8] = {0};
+    for (size_t j = i; j < i1; j++) { d[j - i] = dst[j]; x[j - i] = a[j]; y[j - i] = b ? b[j] : 0.0f; }
+    k(d, x, y);
+    for (size_t j = i; j < i1; j++) dst[j] = d[j - i];
+}
 #endif
+
+// f(i0, i1) over [0, n) in chunks of kChunk elements, the chunks spread over the threads.
+template <typename F>
+void for_chunks(size_t n, F f) {
+    const long long nchunks = ((long long)n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (use_threads((double)n))
+    for (long long ch = 0; ch < nchunks; ch++) f((size_t)(ch * kChunk), std::min(n, (size_t)((ch + 1) * kChunk)));
+}
 }  // namespace gelu_detail
 
 // out (n) = gelu(inp (n)), elementwise; any shape flattened to n elements.
 template <typename real>
 void gelu_forward(real* out, const real* inp, size_t n) {
     using namespace gelu_detail;
-    const long long nchunks = ((long long)n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (gelu_detail::use_threads((double)n))
-    for (long long ch = 0; ch < nchunks; ch++) {
-        const size_t i0 = (size_t)(ch * kChunk), i1 = std::min(n, (size_t)((ch + 1) * kChunk));
+    for_chunks(n, [&](size_t i0, size_t i1) {
 #ifdef ICL_GELU_AVX2
         if constexpr (std::is_same_v<real, float>) {
             size_t i = i0;
             for (; i + 8 <= i1; i += 8) forward8(out + i, inp + i);
-            if (i < i1) {  // tail: same vector arithmetic on a zero-padded copy
-                float xin[8] = {0}, xout[8];
-                for (size_t k = i; k < i1; k++) xin[k - i] = inp[k];
-                forward8(xout, xin);
-                for (size_t k = i; k < i1; k++) out[k] = xout[k - i];
-            }
-            continue;
+            padded8(i, i1, out, inp, nullptr, [](float* o, const float* x, const float*) { forward8(o, x); });
+            return;
         }
 #endif
         for (size_t i = i0; i < i1; i++) {
@@ -94,28 +105,20 @@ void gelu_forward(real* out, const real* inp, size_t n) {
             const real u = real(kS) * (x + real(kA) * x * x * x);
             out[i] = x / (real(1) + std::exp(real(-2) * u));  // out = x·σ(2u) = 0.5·x·(1 + tanh(u))
         }
-    }
+    });
 }
 
 // Backward of gelu_forward. ACCUMULATES: dinp (n) += gelu'(inp) ⊙ dout (n).
 template <typename real>
 void gelu_backward(real* dinp, const real* inp, const real* dout, size_t n) {
     using namespace gelu_detail;
-    const long long nchunks = ((long long)n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (gelu_detail::use_threads((double)n))
-    for (long long ch = 0; ch < nchunks; ch++) {
-        const size_t i0 = (size_t)(ch * kChunk), i1 = std::min(n, (size_t)((ch + 1) * kChunk));
+    for_chunks(n, [&](size_t i0, size_t i1) {
 #ifdef ICL_GELU_AVX2
         if constexpr (std::is_same_v<real, float>) {
             size_t i = i0;
             for (; i + 8 <= i1; i += 8) backward8(dinp + i, inp + i, dout + i);
-            if (i < i1) {
-                float xin[8] = {0}, gin[8] = {0}, gacc[8] = {0};
-                for (size_t k = i; k < i1; k++) { xin[k - i] = inp[k]; gin[k - i] = dout[k]; gacc[k - i] = dinp[k]; }
-                backward8(gacc, xin, gin);
-                for (size_t k = i; k < i1; k++) dinp[k] = gacc[k - i];
-            }
-            continue;
+            padded8(i, i1, dinp, inp, dout, [](float* d, const float* x, const float* g) { backward8(d, x, g); });
+            return;
         }
 #endif
         for (size_t i = i0; i < i1; i++) {
@@ -126,7 +129,7 @@ void gelu_backward(real* dinp, const real* inp, const real* dout, size_t n) {
             // out = x * σ(2u)   =>   d out/dx = σ + x · σ'(2u)·2·du/dx = σ + x · 2σ(1−σ) · du/dx
             dinp[i] += (sg + x * real(2) * sg * (real(1) - sg) * dudx) * dout[i];
         }
-    }
+    });
 }
 
 }  // namespace icl

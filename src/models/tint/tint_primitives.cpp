@@ -55,28 +55,29 @@ namespace tint {
 // ------------------------------------------------------------------------------------------------------
 // primitives
 
+// An all-zero H-split op: H blocks of c = D/H, W of `wsize` entries, `nlive` live flags.
 template <typename real>
-HSplit<real> HSplit<real>::split(int D, int H) {
+static HSplit<real> zero_hsplit(int D, int H, bool dimwise, size_t wsize, size_t nlive) {
     ICL_ASSERT(H > 0 && D % H == 0);
-    HSplit o;
-    o.dimwise = false;
+    HSplit<real> o;
+    o.dimwise = dimwise;
     o.D = D; o.H = H; o.c = D / H;
-    o.W.assign((size_t)H * o.c * o.c, real(0));
+    o.W.assign(wsize, real(0));
     o.b.assign(D, real(0));
-    o.live.assign(H, 0);
+    o.live.assign(nlive, 0);
     return o;
 }
 
 template <typename real>
+HSplit<real> HSplit<real>::split(int D, int H) {
+    const size_t c = H > 0 ? (size_t)D / H : 0;
+    return zero_hsplit<real>(D, H, false, (size_t)H * c * c, (size_t)H);  // W stored (H,c,c)
+}
+
+template <typename real>
 HSplit<real> HSplit<real>::dim(int D, int H) {
-    ICL_ASSERT(H > 0 && D % H == 0);
-    HSplit o;
-    o.dimwise = true;
-    o.D = D; o.H = H; o.c = D / H;
-    o.W.assign((size_t)H * H * o.c, real(0));  // stored (H,H,c): W[(o·H + i)·c + x] = W_x[o][i]
-    o.b.assign(D, real(0));
-    o.live.assign((size_t)H * H, 0);
-    return o;
+    const size_t c = H > 0 ? (size_t)D / H : 0;
+    return zero_hsplit<real>(D, H, true, (size_t)H * H * c, (size_t)H * H);  // stored (H,H,c): W[(o·H + i)·c + x] = W_x[o][i]
 }
 
 template <typename real>
