@@ -16,7 +16,11 @@ CXX        ?= g++
 ARCH_FLAGS ?= -march=native
 OPT_FLAGS  ?= -O3
 CXXFLAGS   ?= $(OPT_FLAGS) $(ARCH_FLAGS)
-ALL_CXXFLAGS = -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -Isrc -MMD -MP $(CXXFLAGS)
+# -ffp-contract=off: a*b+c rounds as written (an FMA only where the code asks for one), because GCC's choice of
+# where to fuse depends on -mtune (Zen tunings avoid FMA chains) and made two native builds of one commit train
+# different numbers. With the fixed-order sums of layers/fixed_sum.h, every build — native on Zen or Xeon, the
+# portable AVX2 one — trains the same bits (README, "Which numbers depend on the machine"; tools/cross_build_check.sh).
+ALL_CXXFLAGS = -std=c++17 -fopenmp -ffp-contract=off -Wall -Wextra -Wno-unused-parameter -Isrc -MMD -MP $(CXXFLAGS)
 LDFLAGS    ?=
 LDLIBS     = -fopenmp -lm
 BUILD      ?= build
@@ -58,6 +62,11 @@ PROV_STAMP := $(BUILD)/provenance.stamp
 PROV_TEXT  := $(GIT_COMMIT) $(GIT_DIRTY) $(CXX) $(CXXFLAGS)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(PROV_STAMP) 2>/dev/null)" = "$(PROV_TEXT)" ] || echo "$(PROV_TEXT)" > $(PROV_STAMP))
 $(BUILD)/src/engine/provenance.o: $(PROV_STAMP)
+# Every object depends on the compile command too: building into one folder with other flags rebuilds everything
+# (no objects of two flag sets mixed in one binary).
+FLAGS_STAMP := $(BUILD)/flags.stamp
+FLAGS_TEXT  := $(CXX) $(ALL_CXXFLAGS)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = "$(FLAGS_TEXT)" ] || echo "$(FLAGS_TEXT)" > $(FLAGS_STAMP))
 $(BUILD)/src/engine/provenance.o: ALL_CXXFLAGS += -DICL_GIT_COMMIT='"$(GIT_COMMIT)"' -DICL_GIT_DIRTY=$(GIT_DIRTY) -DICL_BUILD_FLAGS='"$(CXXFLAGS)"'
 
 BINS       = $(BIN_SRCS:src/%.cpp=$(BUILD)/%)
@@ -99,7 +108,7 @@ $(BUILD)/cuda/%.o: cuda/%.cu | deps
 	@mkdir -p $(@D)
 	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH) -Isrc -I. -DICL_CUDA -Xcompiler -Wall,-Wno-unused-parameter -MMD -MP -c $< -o $@
 
-$(BUILD)/%.o: %.cpp | deps
+$(BUILD)/%.o: %.cpp $(FLAGS_STAMP) | deps
 	@mkdir -p $(@D)
 	$(CXX) $(ALL_CXXFLAGS) -c $< -o $@
 

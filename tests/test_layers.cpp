@@ -20,6 +20,7 @@
 #include "layers/adamw.h"
 #include "layers/attention.h"
 #include "layers/embedding.h"
+#include "layers/fixed_sum.h"
 #include "layers/gelu.h"
 #include "layers/layernorm.h"
 #include "layers/loss.h"
@@ -626,6 +627,21 @@ TEST_CASE("determinism: layernorm and embedding backward are bit-identical run t
     const auto en2a = run_enc(2), en2b = run_enc(2), en1 = run_enc(1);
     CHECK(bit_equal(en2a, en2b));
     CHECK(bit_equal(en2a, en1));
+}
+
+TEST_CASE("fixed_sum: exact on integers; the order written in fixed_sum.h (8 running sums, a fixed tree), tails included") {
+    for (size_t n : {0, 1, 7, 8, 9, 16, 23, 100}) {
+        CAPTURE(n);
+        CHECK(icl::fixed_sum<double>(n, [](size_t i) { return (double)(i + 1); }) == (double)(n * (n + 1) / 2));
+    }
+    // terms whose fp32 sum depends on the order: the result is that of the documented order, computed here by hand
+    std::vector<float> t(21);
+    icl::Rng r(3);
+    for (auto& v : t) v = (float)(r.normal() * std::pow(10.0, (double)r.below(6)));
+    float s[8] = {0};
+    for (size_t i = 0; i < t.size(); i++) s[i % 8] += t[i];
+    const float ref = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    CHECK(icl::fixed_sum<float>(t.size(), [&](size_t i) { return t[i]; }) == ref);
 }
 
 }  // TEST_SUITE

@@ -12,6 +12,7 @@
 // Determinism: grad_norm_squared cuts the vector into a FIXED number of chunks (not one per thread), sums each in
 // double, then adds the chunk sums in order: the same bits for any thread count. The rest is elementwise.
 #pragma once
+#include "layers/fixed_sum.h"
 #include "layers/parallel.h"
 #include <algorithm>
 #include <cmath>
@@ -83,10 +84,7 @@ double grad_norm_squared(const real* grads, size_t n) {
 #pragma omp parallel for schedule(static) if (adamw_detail::use_threads((double)n))
     for (int ch = 0; ch < NCHUNK; ch++) {
         const size_t i0 = n * ch / NCHUNK, i1 = n * (ch + 1) / NCHUNK;
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (size_t i = i0; i < i1; i++) s += (double)grads[i] * (double)grads[i];
-        partial[ch] = s;
+        partial[ch] = fixed_sum<double>(i1 - i0, [&](size_t i) { return (double)grads[i0 + i] * (double)grads[i0 + i]; });
     }
     double total = 0.0;
     for (int ch = 0; ch < NCHUNK; ch++) total += partial[ch];

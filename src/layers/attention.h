@@ -32,6 +32,7 @@
 #include <type_traits>
 
 #include "engine/common.h"
+#include "layers/fixed_sum.h"
 #include "layers/parallel.h"
 #include "layers/vmath.h"
 #include "layers/matmul.h"
@@ -149,9 +150,7 @@ void attention_backward(real* dqkv,        // (B,T,3C)
                 for (int i = i0; i < i1; i++) {
                     const real* arow = a + (size_t)i * T;  // (T)
                     real* drow = datt + (size_t)i * T;     // (T)
-                    real dot = 0;
-#pragma omp simd reduction(+ : dot)
-                    for (int j = 0; j <= i; j++) dot += arow[j] * drow[j];
+                    const real dot = fixed_sum<real>((size_t)i + 1, [&](size_t j) { return arow[j] * drow[j]; });
 #pragma omp simd
                     for (int j = 0; j <= i; j++) drow[j] = arow[j] * (drow[j] - dot);
                     for (int j = i + 1; j < i1; j++) drow[j] = real(0);

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "engine/common.h"
+#include "layers/fixed_sum.h"
 #include "layers/vmath.h"
 #include "layers/parallel.h"
 #include "layers/rope.h"
@@ -261,12 +262,9 @@ inline void chunk_denominators(real* dn, real* z, const real* A, const real* Cf,
     for (int i = 0; i < n; i++) {
         const real* ci = Cf + (size_t)i * m;
         const real* ai = A + (size_t)i * m;
-        real d = 0;
 #pragma omp simd
         for (int k = 0; k < m; k++) z[k] += ci[k];
-#pragma omp simd reduction(+ : d)
-        for (int k = 0; k < m; k++) d += ai[k] * z[k];
-        dn[i] = d + (real)eps;
+        dn[i] = fixed_sum<real>(m, [&](size_t k) { return ai[k] * z[k]; }) + (real)eps;
     }
 }
 }  // namespace kattn_detail

@@ -13,6 +13,7 @@
 // slice of channels [c0,c1) and adds rows n = 0..N-1 in order, recomputing x̂ for its slice. No scratch, no
 // atomics, and the result is bit-identical for any thread count.
 #pragma once
+#include "layers/fixed_sum.h"
 #include "layers/parallel.h"
 #include <cmath>
 #include <cstddef>
@@ -40,17 +41,10 @@ void layernorm_forward(real* out,           // (N,C)
     for (int n = 0; n < N; n++) {
         const real* x = inp + (size_t)n * C;  // (C)
         real* o = out + (size_t)n * C;        // (C)
-        real m = 0;
-#pragma omp simd reduction(+ : m)
-        for (int c = 0; c < C; c++) m += x[c];
-        m = m / C;
-        real v = 0;  // two-pass variance: no cancellation when |mean| >> std
-#pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++) {
-            const real d = x[c] - m;
-            v += d * d;
-        }
-        v = v / C;
+        // sums in a fixed order (fixed_sum.h): the same bits from every build
+        const real m = fixed_sum<real>(C, [&](size_t c) { return x[c]; }) / C;
+        // two-pass variance: no cancellation when |mean| >> std
+        const real v = fixed_sum<real>(C, [&](size_t c) { const real d = x[c] - m; return d * d; }) / C;
         const real s = real(1) / std::sqrt(v + eps);
 #pragma omp simd
         for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
@@ -82,15 +76,8 @@ void layernorm_backward(real* dinp,          // (N,C)
                 const real* dy = dout + (size_t)n * C;   // (C)
                 real* dx = dinp + (size_t)n * C;         // (C)
                 const real m = mean[n], s = rstd[n];
-                real g_mean = 0, gx_mean = 0;
-#pragma omp simd reduction(+ : g_mean, gx_mean)
-                for (int c = 0; c < C; c++) {
-                    const real g = dy[c] * weight[c];
-                    g_mean += g;
-                    gx_mean += g * (x[c] - m) * s;
-                }
-                g_mean = g_mean / C;
-                gx_mean = gx_mean / C;
+                const real g_mean = fixed_sum<real>(C, [&](size_t c) { return dy[c] * weight[c]; }) / C;
+                const real gx_mean = fixed_sum<real>(C, [&](size_t c) { return dy[c] * weight[c] * (x[c] - m) * s; }) / C;
 #pragma omp simd
                 for (int c = 0; c < C; c++) {
                     const real g = dy[c] * weight[c];

@@ -14,6 +14,7 @@ void add_train_flags(Cli& cli) {
     cli.flag("--eval-every", "50", "evaluate every N steps (and at the end)");
     cli.flag("--eval-batches", "4", "validation batches per evaluation");
     cli.flag("--save-every", "0", "also checkpoint every N steps (0 = only at the end)");
+    cli.flag("--dump-step", "1", "with --dump-npy: the training step to dump (1 = the first)");
 }
 
 TrainOptions train_options_from_cli(const Cli& cli, const std::string& binary, const Task& task, int steps) {
@@ -30,6 +31,9 @@ TrainOptions train_options_from_cli(const Cli& cli, const std::string& binary, c
     make_dirs(o.run_dir);
     o.save_path = cli.has_value("--save") ? cli.get("--save") : o.run_dir + "/model.safetensors";
     o.dump_dir = cli.get("--dump-npy");
+    o.dump_step = (int)cli.get_int("--dump-step", 1, 1 << 30) - 1;
+    if (!o.dump_dir.empty() && o.dump_step >= steps)
+        fail_usage(strfmt("--dump-step %d: the run has only %d steps", o.dump_step + 1, steps));
     o.tokens_per_step = (int64_t)task.B * task.T;
     return o;
 }

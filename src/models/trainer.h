@@ -35,7 +35,8 @@ struct TrainOptions {
     int progress_every = 10;       // progress lines when stderr is not a terminal
     std::string run_dir;           // log.csv, loss.png go here
     std::string save_path;         // checkpoint path ("" = none)
-    std::string dump_dir;          // --dump-npy: dump the first step here ("" = none)
+    std::string dump_dir;          // --dump-npy: dump step dump_step here ("" = none)
+    int dump_step = 0;             // 0-based (the flag --dump-step counts from 1, as log.csv does)
     int64_t tokens_per_step = 0;   // for tokens/s
     std::vector<std::string> eval_columns;  // names the eval callback returns
     std::string title;             // plot title
@@ -97,9 +98,9 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
                         o.save_path.empty() ? "none" : o.save_path.c_str()));
         }
         m.backward();
-        if (step == 0 && !o.dump_dir.empty()) {
+        if (step == o.dump_step && !o.dump_dir.empty()) {
             m.s.dump_npy(o.dump_dir, step);
-            std::fprintf(stderr, "wrote every parameter, activation and gradient of step 0 to %s/ (index.json)\n", o.dump_dir.c_str());
+            std::fprintf(stderr, "wrote every parameter, activation and gradient of step %d to %s/ (index.json)\n", step + 1, o.dump_dir.c_str());
         }
         double lr = lr_schedule(step, o.lr, o.warmup, o.steps, o.min_lr_frac);
         double norm = m.s.update(o.adam, lr);
