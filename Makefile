@@ -4,6 +4,7 @@
 #   make test         build and run all doctest suites (CPU; GPU tests skip without a GPU)
 #   make run          the main job (see README)
 #   make bench        CPU benchmarks (GEMM GFLOP/s, train step time)
+#   make reproduce-cpu every CPU-sized experiment of docs/ and the README into out/reproduce/ (hours)
 #   make sanitize     the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make cuda         every binary (and build-cuda/test_icl) with the CUDA backend, into build-cuda/ (needs nvcc)
 #   make test-cuda    make cuda, then run the whole test suite from build-cuda/ (the CUDA tests need a GPU)
@@ -74,7 +75,7 @@ TOOLS      = $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
 TEST_OBJS  = $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
 TEST_BIN   = $(BUILD)/test_icl
 
-.PHONY: all test run bench sanitize deps clean cuda test-cuda
+.PHONY: all test run bench reproduce-cpu sanitize deps clean cuda test-cuda
 .SECONDARY:
 all: deps $(BINS) $(TOOLS)
 
@@ -135,6 +136,11 @@ run: all
 
 bench: all
 	OMP_NUM_THREADS=$(NPROC) ./$(BUILD)/bench
+
+# Every CPU-sized experiment behind docs/ and the README, each into out/reproduce/<name>/ with its provenance, and
+# out/reproduce/index.md (hours; tools/reproduce_cpu.sh --list shows the entries, --only picks some).
+reproduce-cpu: all
+	bash tools/reproduce_cpu.sh --build $(BUILD) $(REPRODUCE_ARGS)
 
 # The CUDA build. Without nvcc: one line and a non-zero exit.
 cuda:

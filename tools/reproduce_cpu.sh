@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Every CPU-sized experiment whose numbers or plots stand in docs/ and the README, in one command (`make
+# reproduce-cpu`): each runs into its own folder under OUT (default out/reproduce), whose files carry their
+# provenance (summary.json's "provenance", log.csv's and table.md's first or last line); OUT/index.md lists each
+# entry's command, the doc it feeds, exit code, seconds and provenance line. Several hours on 2 cores; entries
+# are independent, so a failed one does not stop the rest.
+#
+#   tools/reproduce_cpu.sh [--out DIR] [--build DIR] [--only NAME,NAME] [--list]
+#
+#   --list         print the entries (name, doc, command) and exit
+#   --only a,b     run only these entries (names from --list)
+#   --build DIR    the binaries (default build/; `make` first)
+#   --out DIR      where the runs go (default out/reproduce)
+#
+# The TinT LM entries read /usr/share/perl/5.36/pod/perldiag.pod (Debian 12's perl), as docs/tint.md did.
+# The fortune-corpus entries need the Debian packages fortunes fortunes-de fortunes-it fortunes-es (installed
+# here when run as root, else the entries fail with the apt-get line). The tables in docs/ are transcribed from
+# these runs by hand; each doc section names its command, machine and date.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+B=$repo/build O=$repo/out/reproduce only="" list=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --out) O=$2; shift ;;
+        --build) B=$2; shift ;;
+        --only) only=$2; shift ;;
+        --list) list=1 ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "error: unknown argument '$1' (see --help)"; exit 2 ;;
+    esac
+    shift
+done
+case "$O" in /*) ;; *) O=$PWD/$O ;; esac
+case "$B" in /*) ;; *) B=$PWD/$B ;; esac
+
+# name | doc it feeds | command ($B = binaries, $O = the output root; each entry writes under $O/<name>)
+entries=(
+"make-run|README, docs/cgt.md (ICL arithmetic)|OMP_NUM_THREADS=2 \$B/train_cgt --preset make-run --out \$O/make-run"
+"icl-mini|README, docs/cgt.md (ICL-mini, 3 seeds)|OMP_NUM_THREADS=2 \$B/train_cgt --preset icl-mini --out \$O/icl-mini"
+"lr-mini|docs/cgt.md (linear regression)|OMP_NUM_THREADS=2 \$B/train_cgt --preset lr-mini --out \$O/lr-mini"
+"lr-mini-6k|docs/cgt.md (linear regression, 6000 steps)|OMP_NUM_THREADS=2 \$B/train_cgt --preset lr-mini --steps 6000 --lr 2e-3 --out \$O/lr-mini-6k"
+"vae-mini|docs/cgt.md (VAE beta sweep)|OMP_NUM_THREADS=2 \$B/train_cgt --preset vae-mini --out \$O/vae-mini"
+"fortunes|docs/cgt.md (the corpus)|\$B/prep_fortunes --out \$O/fortunes/corpus && \$B/bpe train \$O/fortunes/corpus --vocab 2000 --out \$O/fortunes/fortunes-2k.bpe"
+"text-mini|docs/cgt.md (text mixtures, bytes)|OMP_NUM_THREADS=2 \$B/train_cgt --preset text-mini --data \$O/fortunes/corpus --out \$O/text-mini"
+"text-mini-bpe|docs/cgt.md (text mixtures, BPE)|OMP_NUM_THREADS=1 \$B/train_cgt --preset text-mini --data \$O/fortunes/corpus --tokenizer \$O/fortunes/fortunes-2k.bpe --compare baseline,aux-reg --steps 1000 --threads 1 --out \$O/text-mini-bpe"
+"iclca-e1|README, docs/iclca.md (E1)|OMP_NUM_THREADS=1 \$B/iclca e1 --sizes 205k,2m --trials 100 --threads 1 --out \$O/iclca-e1"
+"iclca-train|docs/iclca.md (E2's model)|OMP_NUM_THREADS=1 \$B/iclca train --steps 20000 --threads 1 --out \$O/iclca-train --save \$O/iclca-train/ind.safetensors"
+"iclca-e2|README, docs/iclca.md (E2)|OMP_NUM_THREADS=2 \$B/iclca e2 --load \$O/iclca-train/ind.safetensors --trials 2000 --out \$O/iclca-e2"
+"iclca-e3|README, docs/iclca.md (E3)|OMP_NUM_THREADS=1 \$B/iclca e3 --seeds 3 --steps 10000 --seq 128 --threads 1 --out \$O/iclca-e3"
+"iclca-e4|README, docs/iclca.md (E4, logit std 0.3)|\$B/iclca e4 --layers 3 --width 64 --heads 4 --M 40 --N 20 --trials 5 --features 16,64,266,1024,8192 --attn-std 0.3 --out \$O/iclca-e4"
+"iclca-e4-std1|docs/iclca.md (E4, logit std 1)|\$B/iclca e4 --layers 3 --width 64 --heads 4 --M 40 --N 20 --trials 5 --features 16,64,266,1024,8192 --attn-std 1.0 --out \$O/iclca-e4-std1"
+"iclca-bench|README, docs/iclca.md (inference and training cost)|OMP_NUM_THREADS=1 \$B/iclca bench --threads 1 --Ms 0,256,1024,4096 --Ts 256,1024,4096 --out \$O/iclca-bench"
+"tint-check|docs/tint.md (simulator vs oracles)|\$B/tint check --out \$O/tint-check"
+"tint-params|docs/tint.md (parameter counts)|\$B/tint params --out \$O/tint-params"
+"tint-eps|docs/tint.md (error vs eps)|\$B/tint eps --threads 1 --out \$O/tint-eps"
+"tint-train-text|docs/tint.md (LM's auxiliary model)|\$B/tint train --task text --data /usr/share/perl/5.36/pod/perldiag.pod --steps 4000 --threads 1 --out \$O/tint-train-text"
+"tint-lm|docs/tint.md (language modelling)|\$B/tint lm --load \$O/tint-train-text/model.safetensors --data /usr/share/perl/5.36/pod/perldiag.pod --threads 1 --out \$O/tint-lm"
+"tint-train-fewshot|docs/tint.md (few-shot's auxiliary model)|\$B/tint train --task fewshot --steps 3000 --threads 1 --out \$O/tint-train-fewshot"
+"tint-fewshot|docs/tint.md (few-shot)|\$B/tint fewshot --load \$O/tint-train-fewshot/model.safetensors --threads 1 --out \$O/tint-fewshot"
+"tint-bench|docs/tint.md (performance)|\$B/tint bench --threads 1 --k 4 --out \$O/tint-bench"
+"duallens-check|docs/duallens.md (theory checks)|\$B/duallens check --out \$O/duallens-check"
+"duallens-features|docs/duallens.md (R2 random features)|\$B/duallens features --out \$O/duallens-features"
+"duallens-r5-m1|docs/duallens.md (R5, M1)|\$B/duallens experiment --models m1 --steps 4000 --seeds 5 --threads 1 --out \$O/duallens-r5-m1"
+"duallens-r5-m2|docs/duallens.md (R5, M2)|\$B/duallens experiment --models m2 --steps 1500 --seeds 3 --threads 1 --out \$O/duallens-r5-m2"
+"bench-gemm|docs/benchmarks.md (GEMM)|OMP_NUM_THREADS=2 \$B/bench gemm --reps 7"
+"bench-model|docs/benchmarks.md (GPT train step)|OMP_NUM_THREADS=2 \$B/bench model --reps 7"
+"bench-cgt|docs/benchmarks.md (CGT train step)|OMP_NUM_THREADS=2 \$B/bench cgt --reps 7"
+)
+
+if [ $list = 1 ]; then
+    for e in "${entries[@]}"; do IFS='|' read -r n d c <<<"$e"; printf '%-20s %s\n%20s   %s\n' "$n" "$d" "" "$c"; done
+    exit 0
+fi
+if [ -n "$only" ]; then
+    for n in ${only//,/ }; do
+        printf '%s\n' "${entries[@]}" | grep -q "^$n|" || { echo "error: --only: no entry '$n' (see --list)"; exit 2; }
+    done
+fi
+[ -x "$B/train_cgt" ] || { echo "error: no binaries in $B (run make first, or give --build DIR)"; exit 2; }
+mkdir -p "$O" || { echo "error: cannot create $O"; exit 1; }
+if [[ ",$only," == *",fortunes,"* || -z "$only" ]] && [ ! -d /usr/share/games/fortunes ] && [ "$(id -u)" = 0 ]; then
+    (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq fortunes fortunes-de fortunes-it fortunes-es >/dev/null) ||
+        echo "warning: could not install the fortune packages; the fortune entries will fail"
+fi
+
+index="# tools/reproduce_cpu.sh — $(date -u +%Y-%m-%dT%H:%M:%SZ)\n\n| entry | feeds | exit | seconds | provenance | command |\n|---|---|---|---|---|---|\n"
+failed=0
+for e in "${entries[@]}"; do
+    IFS='|' read -r n d c <<<"$e"
+    [ -z "$only" ] || [[ ",$only," == *",$n,"* ]] || continue
+    cmd=${c//\$B/$B}
+    cmd=${cmd//\$O/$O}
+    echo "=== $n ($d)"
+    echo "    $cmd"
+    t0=$SECONDS
+    (cd "$repo" && bash -c "$cmd") >"$O/$n.log" 2>&1
+    rc=$?
+    dt=$((SECONDS - t0))
+    [ $rc = 0 ] || { failed=$((failed + 1)); echo "    FAILED (exit $rc): $(tail -1 "$O/$n.log")"; }
+    # the run's provenance: from its summary.json, else the first provenance line of its files or log
+    prov=$(find "$O/$n" -name summary.json 2>/dev/null | head -1 | xargs -r python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1])).get("provenance", {})
+if p: print("icl.cpp %s, %s, %s (%s), %s threads, %s, %s" % (p["commit"], p["compiler"], p["cpu"], p["isa"], p["threads"], p["device"], p["date"]))' 2>/dev/null)
+    [ -n "$prov" ] || prov=$(grep -h -m1 -o 'icl.cpp [0-9a-f]\{12\}[^|]*' "$O/$n.log" "$O/$n"/*.md "$O/$n"/*.csv "$O/$n"/*/log.csv 2>/dev/null | head -1 | tr -d '_')
+    echo "    exit $rc, ${dt} s"
+    index+="| $n | $d | $rc | $dt | ${prov:-(see $n.log)} | \`${c//|/\\|}\` |\n"
+    printf "%b" "$index" >"$O/index.md.tmp" && mv "$O/index.md.tmp" "$O/index.md"
+done
+echo "wrote $O/index.md; $failed entr$([ $failed = 1 ] && echo y || echo ies) failed"
+[ $failed = 0 ]
