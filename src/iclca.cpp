@@ -13,6 +13,7 @@
 #include "engine/cli.h"
 #include "engine/common.h"
 #include "engine/device.h"
+#include "engine/provenance.h"
 #include "models/iclca/iclca_experiments.h"
 #include "models/iclca/kernel_lm.h"
 
@@ -72,6 +73,11 @@ int run(int argc, char** argv) {
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
     const Device dev = apply_run_flags(cli).dev;
+    if (cli.args().empty() || cli.args()[0] != "e3") {  // --seeds is e3's: the others' provenance says one seed
+        RunRecord r = run_record();
+        r.seeds = 1;
+        set_run_record(r);
+    }
     if (dev != Device::cpu) fail("iclca: runs on the CPU only (its experiments use the streaming form, which is CPU-only); use --device cpu");
     return run_subcommand(cli, kSubcommands);
 }

@@ -152,6 +152,18 @@ TEST_CASE("ridge_bayes_predictions on given sequences: its mean error matches th
     CHECK(std::fabs(err[0] - 5.0) < 0.56);  // E(Uu + b)² = d_in + 1
 }
 
+TEST_CASE("t95: Student's t quantiles (published table values) and the large-df approximation") {
+    // scipy.stats.t.ppf(0.975, df): 12.706 (1), 2.776 (4), 2.228 (10), 2.042 (30), 2.021 (40), 2.000 (60), 1.984 (100)
+    CHECK(t95(1) == doctest::Approx(12.706).epsilon(1e-4));
+    CHECK(t95(4) == doctest::Approx(2.776).epsilon(1e-4));
+    CHECK(t95(10) == doctest::Approx(2.228).epsilon(1e-4));
+    CHECK(t95(30) == doctest::Approx(2.042).epsilon(1e-4));
+    CHECK(std::fabs(t95(40) - 2.021) < 0.002);
+    CHECK(std::fabs(t95(60) - 2.000) < 0.002);
+    CHECK(std::fabs(t95(100) - 1.984) < 0.002);
+    CHECK(std::isnan(t95(0)));
+}
+
 TEST_CASE("ridge_fit recovers a noise-free affine map; mean_se by hand") {
     const int N = 40, F = 3, K = 2;
     Rng rng(7);

@@ -27,6 +27,14 @@ MeanSE mean_se(const std::vector<double>& v) {
     return m;
 }
 
+double t95(int df) {
+    static const double t[31] = {NAN,   12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                 2.201, 2.179,  2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080,
+                                 2.074, 2.069,  2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+    if (df < 1) return NAN;
+    return df <= 30 ? t[df] : 1.96 + 2.4 / df;
+}
+
 // ---- ridge -----------------------------------------------------------------------------------------------
 
 void cholesky_solve(std::vector<double>& A, std::vector<double>& b, int n, int K) {

@@ -24,6 +24,10 @@ struct MeanSE {
     int n = 0;
 };
 MeanSE mean_se(const std::vector<double>& v);  // NaN entries are skipped; n = 0 gives NaN mean
+// The two-sided 95% quantile of Student's t with df degrees of freedom (12.71 at df = 1, 2.78 at 4, → 1.96): a 95%
+// confidence interval of a mean of n replicates is mean ± t95(n−1)·se. Tabulated to df = 30, then 1.96 + 2.4/df
+// (within 0.002 of the exact quantile).
+double t95(int df);
 
 // ---- ridge least squares ---------------------------------------------------------------------------------
 // W ((F+1),K) minimizing ‖[X 1]W − Y‖² + λ‖W[:F]‖² (the bias row is not penalized). X (N,F), Y (N,K), row-major.

@@ -24,6 +24,7 @@
 #include "data/text.h"
 #include "engine/checkpoint.h"
 #include "engine/cli.h"
+#include "report/analysis.h"
 #include "report/plot.h"
 #include "engine/run.h"
 #include "engine/provenance.h"
@@ -280,18 +281,18 @@ int cmd_e1(const Cli& cli) {
     }
     std::string dir = subcommand_run_dir(cli, "iclca", "e1");
     TextOut csv(dir + "/table.csv", csv_provenance_comment());
-    csv.printf("size,params,L,C,NH,M,N,trials,relerr_fp32,relerr_fp64,relerr_noicl_fp32\n");
+    csv.printf("size,params,L,C,NH,M,N,trials,relerr_fp32,relerr_fp32_ci95,relerr_fp64,relerr_fp64_ci95,relerr_noicl_fp32,relerr_noicl_fp32_ci95\n");
     const std::string mr = cli.get("--M"), nr = cli.get("--N");
     std::printf("E1 exactness: relerr = ||L_prompted[M:] - L_converted||_F / ||L_prompted[M:]||_F, mean over %d random pairs,\n"
                 "M in [%d,%d], N in [%d,%d] drawn per pair, random non-zero initial biases b_KV ~ N(0,1), b_D ~ U(0,1)\n",
                 trials, Mlo, Mhi, Nlo, Nhi);
-    std::printf("%-6s %12s %14s %14s %16s   paper (fp32)\n", "size", "params", "fp32", "fp64", "no-ICL (fp32)");
+    std::printf("%-6s %12s %20s %20s %16s   paper (fp32)\n", "size", "params", "fp32 (±95% CI)", "fp64", "no-ICL (fp32)");
     const std::map<std::string, std::string> paper = {{"205k", "2.9e-7"}, {"2m", "4.4e-7"}, {"20m", "8.3e-7"}, {"200m", "1.7e-6"}};
     nlohmann::json rows = nlohmann::json::array();
     for (auto& sz : sizes) {
         KernelLMConfig c;
         c.L = sz.L; c.C = sz.C; c.NH = sz.NH; c.V = INDUCTION_VOCAB;
-        double e32 = 0, e64 = 0, en = 0;
+        std::vector<double> v32, v64, vn;  // per pair: each pair (fresh weights, biases, tokens, lengths) is a replicate
         // fp64 is slow on big models: at most 3 trials above 10M parameters
         int t64 = c.num_params() > 10000000 ? std::min(trials, 3) : trials;
         Rng lengths(4242);
@@ -299,15 +300,22 @@ int cmd_e1(const Cli& cli) {
             const int M = Mlo + (int)lengths.below((uint64_t)(Mhi - Mlo + 1)), N = Nlo + (int)lengths.below((uint64_t)(Nhi - Nlo + 1));
             double a, b;
             e1_trial<float>(c, 1000 + t, M, N, a, b);
-            e32 += a / trials;
-            en += b / trials;
-            if (t < t64) { e1_trial<double>(c, 1000 + t, M, N, a, b); e64 += a / t64; }
+            v32.push_back(a);
+            vn.push_back(b);
+            if (t < t64) { e1_trial<double>(c, 1000 + t, M, N, a, b); v64.push_back(a); }
         }
-        std::printf("%-6s %12lld %14.3g %14.3g %16.3g   %s\n", sz.name.c_str(), (long long)c.num_params(), e32, e64, en, paper.at(sz.name).c_str());
+        // mean ± t95(n−1)·se: a 95% interval of the mean over pairs ("±–" for a single pair)
+        const MeanSE m32 = mean_se(v32), m64 = mean_se(v64), mn = mean_se(vn);
+        auto hw = [](const MeanSE& m) { return m.n > 1 ? t95(m.n - 1) * m.se : 0.0; };
+        auto ci = [&](const MeanSE& m) { return m.n > 1 ? strfmt("%.3g ± %.2g", m.mean, hw(m)) : strfmt("%.3g ± –", m.mean); };
+        std::printf("%-6s %12lld %20s %20s %16s   %s\n", sz.name.c_str(), (long long)c.num_params(), ci(m32).c_str(), ci(m64).c_str(), ci(mn).c_str(),
+                    paper.at(sz.name).c_str());
         std::fflush(stdout);
-        csv.printf("%s,%lld,%d,%d,%d,%s,%s,%d,%.4g,%.4g,%.4g\n", sz.name.c_str(), (long long)c.num_params(), c.L, c.C, c.NH, mr.c_str(), nr.c_str(),
-                   trials, e32, e64, en);
-        rows.push_back({{"size", sz.name}, {"params", c.num_params()}, {"relerr_fp32", e32}, {"relerr_fp64", e64}, {"relerr_noicl", en}});
+        csv.printf("%s,%lld,%d,%d,%d,%s,%s,%d,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g\n", sz.name.c_str(), (long long)c.num_params(), c.L, c.C, c.NH, mr.c_str(),
+                   nr.c_str(), trials, m32.mean, hw(m32), m64.mean, hw(m64), mn.mean, hw(mn));
+        rows.push_back({{"size", sz.name}, {"params", c.num_params()}, {"pairs", trials}, {"pairs_fp64", t64}, {"relerr_fp32", m32.mean},
+                        {"relerr_fp32_ci95", hw(m32)}, {"relerr_fp64", m64.mean}, {"relerr_fp64_ci95", hw(m64)},
+                        {"relerr_noicl", mn.mean}, {"relerr_noicl_ci95", hw(mn)}});
     }
     csv.commit();
     write_run_summary(dir + "/summary.json", nlohmann::json{{"experiment", "e1"}, {"rows", rows}, {"flags", cli_json(cli.values())}});
@@ -460,8 +468,9 @@ int cmd_e4(const Cli& cli) {
         }
         return g;
     };
-    std::vector<double> e_conv_off(ms.size(), 0), e_conv_re(ms.size(), 0);
-    double e_none_re = 0, e_none_off = 0;
+    // per trial (each a fresh model, prompt, input and feature draw: the replicates of the interval)
+    std::vector<std::vector<double>> v_conv_off(ms.size()), v_conv_re(ms.size());
+    std::vector<double> v_none_re, v_none_off;
     for (int t = 0; t < trials; t++) {
         GPT<float> g = make_model(t);
         Rng r(seed * 31 + 7 + t);
@@ -473,28 +482,39 @@ int cmd_e4(const Cli& cli) {
         PerformerFeatures none(gc.L, gc.NH, hs, 1, FeatureKind::favor, orf, 0);
         std::vector<float> lp = iclaa_logits(g, none, nullptr, AttnSim::softmax, all, 0);
         lp.erase(lp.begin(), lp.begin() + (size_t)M * gc.V);
-        e_none_re += relerr(lp, iclaa_logits(g, none, nullptr, AttnSim::softmax, input, 0)) / trials;
-        e_none_off += relerr(lp, iclaa_logits(g, none, nullptr, AttnSim::softmax, input, M)) / trials;
+        v_none_re.push_back(relerr(lp, iclaa_logits(g, none, nullptr, AttnSim::softmax, input, 0)));
+        v_none_off.push_back(relerr(lp, iclaa_logits(g, none, nullptr, AttnSim::softmax, input, M)));
         for (size_t k = 0; k < ms.size(); k++) {
             PerformerFeatures f(gc.L, gc.NH, hs, (int)ms[k], FeatureKind::favor, orf, seed * 1000003 + t * 7919 + ms[k]);
             IclaaBias b(f);
             iclaa_convert(g, f, b, AttnSim::softmax, prompt, 0);
-            e_conv_off[k] += relerr(lp, iclaa_logits(g, f, &b, AttnSim::softmax, input, M)) / trials;
-            e_conv_re[k] += relerr(lp, iclaa_logits(g, f, &b, AttnSim::softmax, input, 0)) / trials;
+            v_conv_off[k].push_back(relerr(lp, iclaa_logits(g, f, &b, AttnSim::softmax, input, M)));
+            v_conv_re[k].push_back(relerr(lp, iclaa_logits(g, f, &b, AttnSim::softmax, input, 0)));
         }
         std::fprintf(stderr, "\re4: trial %d/%d", t + 1, trials);
     }
     std::fprintf(stderr, "\n");
-    std::printf("E4 ICLAA on a softmax GPT (%s; L=%d C=%d NH=%d hs=%d), %s features, M=%d N=%d, mean logit relerr over %d trials\n",
+    // mean ± t95(n−1)·se over the trials (a 95% interval; "±–" with one trial)
+    auto ci = [](const std::vector<double>& v) {
+        const MeanSE m = mean_se(v);
+        return m.n > 1 ? strfmt("%.4g ± %.2g", m.mean, t95(m.n - 1) * m.se) : strfmt("%.4g ± –", m.mean);
+    };
+    const double e_none_re = mean_se(v_none_re).mean, e_none_off = mean_se(v_none_off).mean;
+    std::vector<double> e_conv_off, e_conv_re;
+    for (size_t k = 0; k < ms.size(); k++) {
+        e_conv_off.push_back(mean_se(v_conv_off[k]).mean);
+        e_conv_re.push_back(mean_se(v_conv_re[k]).mean);
+    }
+    std::printf("E4 ICLAA on a softmax GPT (%s; L=%d C=%d NH=%d hs=%d), %s features, M=%d N=%d, mean logit relerr ± 95%% CI over %d trials\n",
                 source.c_str(), gc.L, gc.C, gc.NH, hs, orf ? "orthogonal (ORF)" : "i.i.d. (PRF)", M, N, trials);
-    std::printf("  %-22s %12s %12s\n", "model", "restart@0", "offset@M");
-    std::printf("  %-22s %12.4g %12.4g\n", "M_old,noICL", e_none_re, e_none_off);
+    std::printf("  %-22s %20s %20s\n", "model", "restart@0", "offset@M");
+    std::printf("  %-22s %20s %20s\n", "M_old,noICL", ci(v_none_re).c_str(), ci(v_none_off).c_str());
     TextOut csv(dir + "/table.csv", csv_provenance_comment());
     csv.printf("m,relerr_converted_restart,relerr_converted_offset,relerr_noicl_restart,relerr_noicl_offset\n");
     nlohmann::json rows = nlohmann::json::array();
     std::vector<double> xs;
     for (size_t k = 0; k < ms.size(); k++) {
-        std::printf("  M_new,noICL m=%-9lld %12.4g %12.4g\n", (long long)ms[k], e_conv_re[k], e_conv_off[k]);
+        std::printf("  M_new,noICL m=%-9lld %20s %20s\n", (long long)ms[k], ci(v_conv_re[k]).c_str(), ci(v_conv_off[k]).c_str());
         csv.printf("%lld,%.6g,%.6g,%.6g,%.6g\n", (long long)ms[k], e_conv_re[k], e_conv_off[k], e_none_re, e_none_off);
         rows.push_back({{"m", ms[k]}, {"relerr_converted_restart", e_conv_re[k]}, {"relerr_converted_offset", e_conv_off[k]}});
         xs.push_back((double)ms[k]);
