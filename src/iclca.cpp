@@ -3,6 +3,8 @@
 //
 //   iclca train    train a kernel LM (induction task or a byte-level text file); writes a checkpoint
 //   iclca convert  --load CKPT --prompt TEXT|FILE --save CKPT2 : fold the prompt into the biases (exact)
+//   iclca eval     --load CKPT : loss (and induction accuracy) of a trained or converted checkpoint
+//   iclca generate --load CKPT --prompt TEXT : greedy continuation (a converted checkpoint continues its prompt)
 //   iclca e1       exactness table: relative logit error prompted vs converted, fp32 and fp64, + no-ICL contrast
 //   iclca e2       induction task: ICL accuracy with prompt / converted / neither
 //   iclca e3       bias terms trained from scratch vs none, a few seeds (plot)
@@ -10,12 +12,15 @@
 //   iclca bench    prompted vs converted inference cost over M; training-form throughput vs the softmax GPT over T
 //
 // Runs write to out/iclca/<sub>-<time>/ (or --out): log.csv / table.csv, PNG plots, summary.json.
+#include <algorithm>
+
 #include "engine/cli.h"
 #include "engine/common.h"
 #include "engine/device.h"
 #include "engine/provenance.h"
 #include "models/iclca/iclca_experiments.h"
 #include "models/iclca/kernel_lm.h"
+#include "models/trainer.h"
 
 using namespace icl;
 
@@ -24,6 +29,8 @@ namespace {
 const std::vector<Subcommand> kSubcommands = {
     {"train", iclca_cmd::cmd_train},
     {"convert", iclca_cmd::cmd_convert},
+    {"eval", iclca_cmd::cmd_eval},
+    {"generate", iclca_cmd::cmd_generate},
     {"e1", iclca_cmd::cmd_e1},
     {"e2", iclca_cmd::cmd_e2},
     {"e3", iclca_cmd::cmd_e3},
@@ -31,17 +38,36 @@ const std::vector<Subcommand> kSubcommands = {
     {"bench", iclca_cmd::cmd_bench},
 };
 
+// The flags only some subcommands read: given to another, they are refused rather than ignored.
+void check_subcommand_flags(const Cli& cli, const std::string& sub) {
+    const std::vector<std::pair<const char*, std::vector<std::string>>> only = {
+        {"--resume", {"train"}}, {"--save-every", {"train"}}, {"--dump-step", {"train", "e2"}}, {"--dump-npy", {"train", "e2"}},
+        {"--eval-batches", {"eval"}}, {"--task", {"train", "eval"}}, {"--data", {"train", "eval"}}, {"--prompt", {"convert", "generate"}},
+        {"--p0", {"convert"}}, {"--save", {"train", "convert"}}, {"--load", {"train", "convert", "eval", "generate", "e2", "e4"}},
+        {"--trials", {"e1", "e2", "e4"}}, {"--sizes", {"e1"}}, {"--M", {"e1", "e4"}}, {"--N", {"e1", "e4"}}, {"--seeds", {"e3"}},
+        {"--replot", {"e3"}}, {"--Ms", {"bench"}}, {"--Ts", {"bench"}}, {"--gen", {"bench", "generate"}}, {"--features", {"e4"}},
+        {"--orf", {"e4"}}, {"--attn-std", {"e4"}},
+    };
+    for (auto& f : only)
+        if (cli.given(f.first) && std::find(f.second.begin(), f.second.end(), sub) == f.second.end()) {
+            std::string subs;
+            for (auto& x : f.second) subs += (subs.empty() ? "" : ", ") + x;
+            fail_usage(std::string(f.first) + ": iclca " + sub + " does not use it (only " + subs + ")");
+        }
+}
+
 void register_flags(Cli& cli) {
     add_common_flags(cli, {"10000", "32", "1e-3", "1"});
     add_subcommands(cli, kSubcommands);
     cli.flag("--task", "induction", "train: induction | text");
     cli.flag("--data", "", "train --task text: a text file (bytes)");
     add_kernel_lm_flags(cli);  // --layers --width --heads --bias --eps (models/iclca/kernel_lm.h); e4's GPT reads the first three
-    cli.flag("--seq", "128", "training sequence length T (e2: prompt M = input N = T/2)");
-    cli.flag("--warmup", "50", "learning-rate warm-up steps");
-    cli.flag("--weight-decay", "0.01", "AdamW weight decay (matrices)");
-    cli.flag("--eval-every", "250", "evaluate every N steps");
-    cli.flag("--prompt", "", "convert: prompt text, or a file holding it");
+    cli.flag("--seq", "128", "training / eval sequence length T (e2: prompt M = input N = T/2)");
+    add_train_flags(cli);  // train (and e2, e3 when they train): --warmup … --save-every --resume (models/trainer.h)
+    cli.set_default("--warmup", "50");
+    cli.set_default("--weight-decay", "0.01");
+    cli.set_default("--eval-every", "250");
+    cli.flag("--prompt", "", "convert: prompt text, or a file holding it; generate: the text to continue");
     cli.flag("--p0", "0", "convert: position of the prompt's first token (the converted model starts its input there)");
     cli.flag("--trials", "20", "e1: random (prompt, input) pairs per size; e2: evaluation chains");
     cli.flag("--sizes", "205k,2m,20m", "e1: model sizes among 205k,2m,20m,200m");
@@ -51,7 +77,7 @@ void register_flags(Cli& cli) {
     cli.flag("--replot", "0", "e3: 1 = only rebuild the plots and summary from the runs already in --out (no training)");
     cli.flag("--Ms", "0,64,256,1024,4096", "bench: prompt lengths");
     cli.flag("--Ts", "256,512,1024,2048,4096", "bench: training lengths");
-    cli.flag("--gen", "32", "bench: generated tokens per request");
+    cli.flag("--gen", "32", "bench: generated tokens per request; generate: tokens to generate");
     cli.flag("--features", "16,64,256,1024,4096", "e4: numbers of Performer random features m");
     cli.flag("--orf", "1", "e4: 1 = orthogonal random features (ORF), 0 = i.i.d. (PRF)");
     cli.flag("--attn-std", "1.0", "e4, random-init GPT: target std of the attention logits q.k/sqrt(hs) (qkv weights ~ N(0, attn-std/C))");
@@ -61,6 +87,8 @@ void register_flags(Cli& cli) {
         "examples:\n"
         "  iclca train --save out/ind.safetensors     # induction-task kernel LM (10000 steps, ~8 min on one core)\n"
         "  iclca convert --load out/ind.safetensors --prompt abXcdYabXef --save out/conv.safetensors\n"
+        "  iclca generate --load out/conv.safetensors --prompt ab --gen 8     # = the original model continuing abXcdYabXef+ab\n"
+        "  iclca eval --load out/conv.safetensors                       # loss / accuracy of a (converted) checkpoint\n"
         "  iclca e1 --trials 100                                        # exactness table\n"
         "  iclca e2 --load out/ind.safetensors                          # induction accuracy (trains if no --load)\n"
         "  iclca e4 --layers 3 --width 64 --heads 4 --M 40 --N 20 --trials 5   # Performer ICLAA on a softmax GPT\n"
@@ -72,6 +100,9 @@ int run(int argc, char** argv) {
     Cli cli("iclca", "Kernel-attention LMs with RoPE + bias terms, and the exact conversion of an ICL prompt into those biases.");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
+    const std::string sub = cli.args().empty() ? "" : cli.args()[0];
+    check_subcommand_flags(cli, sub);
+    if (sub == "train") resume_flags(cli);  // --resume: the run's flags from its checkpoint
     const Device dev = apply_run_flags(cli).dev;
     if (cli.args().empty() || cli.args()[0] != "e3") {  // --seeds is e3's: the others' provenance says one seed
         RunRecord r = run_record();

@@ -44,16 +44,16 @@ void register_flags(Cli& cli) {
                {{"--task", "linreg"}, {"--d-in", "4"}, {"--pairs", "16"}, {"--steps", "3000"}, {"--layers", "4"}, {"--ell", "3"},
                 {"--width", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"}});
     cli.preset("paper-icl", "the paper's ICL config (L=6 ℓ=4 d_x=112 d_y=64 H 7/4 r=4 M=16; a GPU job)",
-               {{"--task", "arith"}, {"--steps", "400000"}, {"--layers", "6"}, {"--ell", "4"}, {"--width", "112"}, {"--dy", "64"}, {"--heads", "7"},
+               {{"--beta2", "0.999"}, {"--min-lr-frac", "0"}, {"--task", "arith"}, {"--steps", "400000"}, {"--layers", "6"}, {"--ell", "4"}, {"--width", "112"}, {"--dy", "64"}, {"--heads", "7"},
                 {"--heads-y", "4"}, {"--rank", "4"}, {"--templates", "16"}, {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"},
                 {"--weight-decay", "1e-8"}, {"--horizon", "10"}, {"--eval-every", "5000"}});
     cli.preset("paper-linreg", "the paper's LR config (L=8 ℓ=7 d_x=128 d_y=64 r=4 M=8; d_in=16, 64 pairs; a GPU job)",
-               {{"--task", "linreg"}, {"--d-in", "16"}, {"--pairs", "64"}, {"--steps", "400000"}, {"--layers", "8"}, {"--ell", "7"},
+               {{"--beta2", "0.999"}, {"--min-lr-frac", "0"}, {"--task", "linreg"}, {"--d-in", "16"}, {"--pairs", "64"}, {"--steps", "400000"}, {"--layers", "8"}, {"--ell", "7"},
                 {"--width", "128"}, {"--dy", "64"}, {"--heads", "8"}, {"--heads-y", "4"}, {"--rank", "4"}, {"--templates", "8"},
                 {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"}, {"--weight-decay", "1e-8"}, {"--eval-every", "5000"}});
     cli.preset("paper-text", "the paper's text config: mixtures cut in [256,384] (spec §4.3), L=12 ℓ=8 d_x=128 d_y=128 r=4 M=16, 512 tokens, "
                "w_C=0.04 w_D=0.02; add --data DIR and --tokenizer FILE (bpe train --vocab 8000); a GPU job",
-               {{"--task", "mix"}, {"--seq", "512"}, {"--l-start", "256"}, {"--l-finish", "384"}, {"--steps", "400000"}, {"--layers", "12"},
+               {{"--beta2", "0.999"}, {"--min-lr-frac", "0"}, {"--task", "mix"}, {"--seq", "512"}, {"--l-start", "256"}, {"--l-finish", "384"}, {"--steps", "400000"}, {"--layers", "12"},
                 {"--ell", "8"}, {"--width", "128"}, {"--dy", "128"}, {"--heads", "8"}, {"--heads-y", "8"}, {"--rank", "4"}, {"--templates", "16"},
                 {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"}, {"--wc", "0.04"}, {"--wd", "0.02"}, {"--eval-every", "5000"}});
     cli.preset("icl-mini", "Table 1 on the CPU: ICL-mini (1 digit, 2 tasks × 4 examples, L=4 ℓ=2 d_x=64 d_y=32), "
@@ -62,7 +62,7 @@ void register_flags(Cli& cli) {
                 {"--width", "64"}, {"--dy", "32"}, {"--heads", "4"}, {"--heads-y", "2"}, {"--rank", "4"}, {"--templates", "8"}, {"--batch", "32"},
                 {"--horizon", "10"}, {"--eval-every", "250"}, {"--compare", "baseline,eta1,aux,aux-reg"}, {"--seeds", "3"}, {"--eval-seqs", "512"}});
     cli.preset("icl-table1", "Table 1 at paper size (L=6 ℓ=4 d_x=112 d_y=64, 3 digits, 4 tasks × 4 examples, 400k steps, 6 seeds; a GPU job)",
-               {{"--task", "arith"}, {"--steps", "400000"}, {"--layers", "6"}, {"--ell", "4"}, {"--width", "112"}, {"--dy", "64"}, {"--heads", "7"},
+               {{"--beta2", "0.999"}, {"--min-lr-frac", "0"}, {"--task", "arith"}, {"--steps", "400000"}, {"--layers", "6"}, {"--ell", "4"}, {"--width", "112"}, {"--dy", "64"}, {"--heads", "7"},
                 {"--heads-y", "4"}, {"--rank", "4"}, {"--templates", "16"}, {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"},
                 {"--weight-decay", "1e-8"}, {"--horizon", "10"}, {"--eval-every", "5000"}, {"--compare", "baseline,eta1,aux,aux-reg"},
                 {"--seeds", "6"}, {"--eval-seqs", "10240"}});
@@ -97,6 +97,7 @@ int run(int argc, char** argv) {
     Cli cli("train_cgt", "Train the Contextually Guided Transformer (dual x/y streams, low-rank weight generator, aux loss, regularizers).");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
+    resume_flags(cli);  // --resume: the run's flags from its checkpoint
     const RunEnv env = apply_run_flags(cli);
     const int threads = env.threads;
     const Device dev = env.dev;
@@ -111,7 +112,7 @@ int run(int argc, char** argv) {
     CGTConfig cfg;
     task.configure(cfg);
     cfg = cgt_config_from_cli(cli, cfg);
-    if (cli.has_value("--load")) cfg = checkpoint_config<CGTConfig>(cli, task, "cgt", cgt_arch_flag_names());
+    if (!architecture_checkpoint(cli).empty()) cfg = checkpoint_config<CGTConfig>(cli, task, "cgt", cgt_arch_flag_names());
     cfg.validate();
     const CGTLoss ls = cgt_loss_from_cli(cli, cfg);
     if (ls.eta < 1 && (ls.horizon > 0 ? T - ls.horizon < 2 : T < 3))
@@ -127,11 +128,13 @@ int run(int argc, char** argv) {
         // several variants × seeds, then the comparison table (models/cgt/cgt_experiment.h)
         if (fold) fail_usage("--fold: not with --compare");
         if (cli.has_value("--load")) fail_usage("--load: not with --compare (each variant trains from scratch)");
+        if (cli.has_value("--resume")) fail_usage("--resume: not with --compare (resume one variant's run)");
         const std::vector<std::string> names = cli.get_list("--compare");
         if (names.empty()) fail_usage("--compare: no variant named");
         return cgt_compare(cli, names, cfg, ls, dev, threads);
     }
     TrainOptions o = train_options_from_cli(cli, "train_cgt", task, steps);
+    o.streams.streams = {{"data", &task.train_stream()}};  // the model's own streams join in train()
 
     // train, evaluate for the task (ICL table metrics, LR curves) and write the y analyses
     CGTRun run = cgt_train_and_evaluate(cli, task, CGTVariant{"flags", cfg, ls}, seed, o.run_dir, o, experiment_options_from_cli(cli), dev, threads);

@@ -29,7 +29,7 @@ void register_flags(Cli& cli) {
                {{"--task", "arith"}, {"--steps", "600"}, {"--layers", "4"}, {"--width", "128"}, {"--heads", "4"},
                 {"--batch", "16"}, {"--lr", "1e-3"}, {"--eval-every", "100"}});
     cli.preset("paper-arith", "the paper's ICL baseline (6 blocks, d=112, 7 heads; a GPU job)",
-               {{"--task", "arith"}, {"--steps", "400000"}, {"--layers", "6"}, {"--width", "112"}, {"--heads", "7"},
+               {{"--beta2", "0.999"}, {"--min-lr-frac", "0"}, {"--task", "arith"}, {"--steps", "400000"}, {"--layers", "6"}, {"--width", "112"}, {"--heads", "7"},
                 {"--batch", "128"}, {"--lr", "5e-4"}, {"--warmup", "10000"}, {"--weight-decay", "1e-8"}, {"--eval-every", "5000"}});
     cli.preset("linreg", "in-context linear regression baseline, CPU-sized",
                {{"--task", "linreg"}, {"--steps", "500"}, {"--layers", "4"}, {"--width", "128"}, {"--heads", "8"},
@@ -42,7 +42,9 @@ void register_flags(Cli& cli) {
         "  train_gpt --task text --data data/text/notes.txt --steps 200\n"
         "  train_gpt --preset tiny --dump-npy out/dump      # dump one step's tensors as .npy\n"
         "  train_gpt --preset linreg --attn-mod regularized --attn-alpha 0.1   # modified attention (docs/duallens.md)\n"
-        "  train_gpt --load out/train_gpt/X/model.safetensors --steps 100   # continue from a checkpoint");
+        "  train_gpt --load out/train_gpt/X/model.safetensors --steps 100   # new run from a checkpoint's weights\n"
+        "  train_gpt --preset arith --save-every 100 --out out/a              # resumable checkpoints every 100 steps\n"
+        "  train_gpt --resume out/a/checkpoint-300.safetensors                # continue that run from step 301");
 }
 
 int run(int argc, char** argv) {
@@ -50,6 +52,7 @@ int run(int argc, char** argv) {
     Cli cli("train_gpt", "Train the baseline GPT-2 style model on a synthetic ICL task or a byte-level text file.");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
+    resume_flags(cli);  // --resume: the run's flags from its checkpoint
     const RunEnv env = apply_run_flags(cli);
     const int threads = env.threads;
     const Device dev = env.dev;
@@ -64,11 +67,12 @@ int run(int argc, char** argv) {
     GPTConfig cfg;
     task.configure(cfg);
     cfg = gpt_config_from_cli(cli, cfg);
-    if (cli.has_value("--load")) cfg = checkpoint_config<GPTConfig>(cli, task, "gpt", {"--layers", "--width", "--heads", "--max-T"});
+    if (!architecture_checkpoint(cli).empty()) cfg = checkpoint_config<GPTConfig>(cli, task, "gpt", {"--layers", "--width", "--heads", "--max-T"});
     cfg.validate();
     const int n_sample = (int)cli.get_int("--sample", 0, 1 << 20);
     const double temperature = cli.get_double("--temperature", 0, 100);
     TrainOptions o = train_options_from_cli(cli, "train_gpt", task, steps);
+    o.streams.streams = {{"data", &task.train_stream()}};
     o.title = "train_gpt " + task.kind + strfmt(" (L=%d C=%d)", cfg.L, cfg.C);
     if (attn_mods_configured(cfg.mod)) o.title += ", attention " + attn_mods_describe(cfg.mod);
 

@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -148,6 +149,22 @@ TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted, to the lo
     CHECK(r.code == 0);
     CHECK(r.out.find("converted a 10-token prompt") != std::string::npos);
     CHECK(std::ifstream(dir + "/conv.safetensors").good());
+    // the converted checkpoint is usable: it continues its prompt as the original continues the prompt itself
+    // (greedy; the logits agree to fp32 rounding, see e2 below, so the argmax tokens do), and evaluates
+    r = run("iclca generate --load " + dir + "/conv.safetensors --prompt ab --gen 12");
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    Result orig = run("iclca generate --load " + dir + "/ind.safetensors --prompt abXcdYabXeab --gen 12");
+    REQUIRE(orig.code == 0);
+    REQUIRE(r.out.size() == 2 + 12 + 1);
+    CHECK(orig.out == "abXcdYabXe" + r.out);
+    r = run("iclca eval --load " + dir + "/conv.safetensors --seq 32 --out " + dir + "/eval");
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    nlohmann::json ev = nlohmann::json::parse(slurp(dir + "/eval/summary.json"));
+    CHECK(ev["p0"] == 0);
+    CHECK(std::isfinite(ev["loss"].get<double>()));
+    CHECK(ev["icl_acc"].get<double>() >= 0);
     // the shipped sample prompt (data/prompts/induction.txt) through the file form of --prompt
     r = run("iclca convert --load " + dir + "/ind.safetensors --prompt " + icl_test::repo_root() + "/data/prompts/induction.txt --save " + dir +
             "/conv2.safetensors");
@@ -189,7 +206,11 @@ TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted, to the lo
     struct Case { std::string cmd; const char* needle; };
     for (const Case& c : {Case{"iclca convert --prompt ab --save " + dir + "/x.safetensors", "convert needs --load"},
                           Case{"iclca convert --load " + dir + "/ind.safetensors --save " + dir + "/x.safetensors", "convert needs --prompt"},
-                          Case{"iclca nope", "nope"}, Case{"iclca e3 --replot 1", "--replot 1 needs --out"}}) {
+                          Case{"iclca nope", "nope"}, Case{"iclca e3 --replot 1", "--replot 1 needs --out"},
+                          Case{"iclca generate --load " + dir + "/conv.safetensors", "generate needs --prompt"},
+                          Case{"iclca eval", "eval needs --load"},
+                          Case{"iclca eval --load " + dir + "/conv.safetensors --layers 3", "--layers: the architecture comes from the checkpoint"},
+                          Case{"iclca e1 --prompt ab", "--prompt: iclca e1 does not use it"}}) {
         Result e = run(c.cmd);
         CAPTURE(c.cmd);
         CAPTURE(e.err);

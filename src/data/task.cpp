@@ -1,6 +1,7 @@
 // task.cpp — see task.h.
 #include "data/task.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -16,7 +17,7 @@ void add_task_shape_flags(Cli& cli) {
     cli.flag("--max-T", "0", "position-table size (0 = the task's sequence length)");
     cli.flag("--seq", "128", "text: tokens per training window");
     cli.flag("--n-tasks", "4", "arith: tasks per sequence");
-    cli.flag("--n-ex", "4", "arith: examples per task");
+    cli.flag("--n-ex", "4", "arith: examples per task (val_answer_acc scores examples 3.. of each task; with 1 or 2, the last)");
     cli.flag("--digits", "3", "arith: operand digits d");
     cli.flag("--d-in", "16", "linreg: input dimension");
     cli.flag("--pairs", "64", "linreg: (u,v) pairs per sequence");
@@ -79,7 +80,8 @@ double Task::answer_accuracy(const std::vector<float>& logits, int i) const {
     const std::vector<ArithSample>& samples = val_samples[i];
     long hit = 0, tot = 0;
     for (size_t b = 0; b < samples.size(); b++) {
-        std::vector<float> m = arith_answer_mask(samples[b], 2, false);
+        // examples >= 3 of every task (spec §4.1); with --n-ex 1 or 2, the last example
+        std::vector<float> m = arith_answer_mask(samples[b], std::min(2, arith.n_ex - 1), false);
         for (int t = 0; t < T; t++) {
             if (m[t] == 0) continue;
             const float* row = &logits[((size_t)b * T + t) * V];

@@ -60,9 +60,10 @@ struct Task {
     Task(const Cli& cli, int B, uint64_t seed);
 
     Batch next_batch();  // the next training batch
+    Rng& train_stream() { return train_rng_; }  // the training stream's generator (resumable checkpoints save it)
 
     // The answer accuracy of spec/cgt.md §4.1 on val[i]: teacher-forced argmax on the answer characters
-    // (sign + digits) of examples ≥ 3 of every task. logits (B,T,V).
+    // (sign + digits) of examples ≥ 3 of every task (of the last example when a task has fewer). logits (B,T,V).
     double answer_accuracy(const std::vector<float>& logits, int i) const;
 
     // Fit a model config to the task: vocabulary, vector widths, position table.

@@ -96,7 +96,8 @@ CheckpointInfo read_checkpoint_metadata(const std::string& path) { return checkp
 
 template <class real>
 void save_checkpoint(const std::string& path, const std::string& model_kind, const std::string& config_json,
-                     const TensorTable& table, const real* params, const std::map<std::string, std::string>& extra) {
+                     const TensorTable& table, const real* params, const std::map<std::string, std::string>& extra,
+                     const std::vector<std::pair<std::string, const real*>>& companions) {
     ICL_ASSERT_MSG(ojson::accept(config_json), "config is not valid JSON: " + config_json);
     std::map<std::string, std::string> md = extra;
     for (const char* key : {"format", "format_version", "model", "config"})
@@ -109,6 +110,11 @@ void save_checkpoint(const std::string& path, const std::string& model_kind, con
     entries.reserve(table.size());
     for (size_t i = 0; i < table.size(); i++)
         entries.emplace_back(table.specs[i].name, table.specs[i].shape, params + table.offsets[i]);
+    for (const auto& c : companions) {
+        ICL_ASSERT_MSG(c.first.rfind(kOptimizerPrefix, 0) == 0, "companion prefix outside " + std::string(kOptimizerPrefix) + ": " + c.first);
+        for (size_t i = 0; i < table.size(); i++)
+            entries.emplace_back(c.first + table.specs[i].name, table.specs[i].shape, c.second + table.offsets[i]);
+    }
     safetensors_save(path, entries, md);
 }
 
@@ -139,15 +145,36 @@ void load_checkpoint(const std::string& path, const std::string& model_kind, con
             fail(strfmt("checkpoint %s: tensor '%s' has dtype I32, model expects floating point", path.c_str(), s.name.c_str()));
     }
     for (const std::string& name : f.names())
-        if (!table.has(name))
+        if (!table.has(name) && name.rfind(kOptimizerPrefix, 0) != 0)
             fail(strfmt("checkpoint %s: tensor '%s' is not part of this '%s' model", path.c_str(), name.c_str(), model_kind.c_str()));
     for (size_t i = 0; i < table.size(); i++) f.read(table.specs[i].name, table.specs[i].shape, params + table.offsets[i]);
 }
 
+template <class real>
+void load_checkpoint_companion(const std::string& path, const TensorTable& table, const std::string& prefix, real* out) {
+    SafetensorsFile f = safetensors_open(path);
+    for (const TensorSpec& s : table.specs) {
+        const std::string name = prefix + s.name;
+        if (!f.has(name))
+            fail(strfmt("checkpoint %s: not resumable (no optimizer state '%s'): resume from a <run>/checkpoint-<step>.safetensors "
+                        "written by --save-every, or start from its weights with --load",
+                        path.c_str(), name.c_str()));
+        const StTensorInfo& t = f.info(name);
+        if (t.shape != s.shape || t.dtype == StDtype::I32)
+            fail(strfmt("checkpoint %s: optimizer state '%s' has shape %s, expected %s", path.c_str(), name.c_str(),
+                        shape_str(t.shape).c_str(), shape_str(s.shape).c_str()));
+    }
+    for (size_t i = 0; i < table.size(); i++) f.read(prefix + table.specs[i].name, table.specs[i].shape, out + table.offsets[i]);
+}
+
 template void save_checkpoint<float>(const std::string&, const std::string&, const std::string&, const TensorTable&,
-                                     const float*, const std::map<std::string, std::string>&);
+                                     const float*, const std::map<std::string, std::string>&,
+                                     const std::vector<std::pair<std::string, const float*>>&);
 template void save_checkpoint<double>(const std::string&, const std::string&, const std::string&, const TensorTable&,
-                                      const double*, const std::map<std::string, std::string>&);
+                                      const double*, const std::map<std::string, std::string>&,
+                                      const std::vector<std::pair<std::string, const double*>>&);
+template void load_checkpoint_companion<float>(const std::string&, const TensorTable&, const std::string&, float*);
+template void load_checkpoint_companion<double>(const std::string&, const TensorTable&, const std::string&, double*);
 template void load_checkpoint<float>(const std::string&, const std::string&, const std::string&, const TensorTable&, float*);
 template void load_checkpoint<double>(const std::string&, const std::string&, const std::string&, const TensorTable&, double*);
 

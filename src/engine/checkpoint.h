@@ -24,6 +24,8 @@
 #pragma once
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -43,17 +45,30 @@ struct CheckpointInfo {
     std::map<std::string, std::string> metadata;  // the whole __metadata__, including the keys above
 };
 
+// Resumable checkpoints (models/trainer.h, --save-every) also hold the optimizer state: for every registry tensor
+// <name>, "adamw.m.<name>" and "adamw.v.<name>", laid out like the parameters. A plain load reads the parameters
+// and skips every tensor under kOptimizerPrefix.
+constexpr const char* kOptimizerPrefix = "adamw.";
+
 // Write `table`'s tensors from `params` (laid out as table.offsets says) to `path`, atomically (the
 // previous file at `path` survives a failed save). `extra` must not use the keys format,
 // format_version, model or config (an internal error otherwise). `config_json` must be valid JSON.
+// `companions`: (prefix, buffer laid out like params) pairs saved as <prefix><name> for every tensor; each
+// prefix starts with kOptimizerPrefix.
 template <class real>
 void save_checkpoint(const std::string& path, const std::string& model_kind, const std::string& config_json,
-                     const TensorTable& table, const real* params, const std::map<std::string, std::string>& extra = {});
+                     const TensorTable& table, const real* params, const std::map<std::string, std::string>& extra = {},
+                     const std::vector<std::pair<std::string, const real*>>& companions = {});
 
 // Validate `path` against (model_kind, config_json, table) as described above, then fill `params`.
 template <class real>
 void load_checkpoint(const std::string& path, const std::string& model_kind, const std::string& config_json,
                      const TensorTable& table, real* params);
+
+// Read the companion tensors <prefix><name> of a checkpoint already accepted by load_checkpoint into `out` (laid
+// out like the parameters). Refuses, naming the file, one that lacks them ("not resumable") or has another shape.
+template <class real>
+void load_checkpoint_companion(const std::string& path, const TensorTable& table, const std::string& prefix, real* out);
 
 // Open and fully validate a checkpoint, and return its metadata (without reading the tensors). Refuses
 // non-icl.cpp files and other format versions, like load_checkpoint.

@@ -146,9 +146,39 @@ std::string Cli::get(const std::string& name) const {
     const Flag& f = find(name);
     auto it = given_.find(name);
     if (it != given_.end()) return it->second;
+    auto kt = inherited_.find(name);
+    if (kt != inherited_.end()) return kt->second;
     auto jt = from_preset_.find(name);
     if (jt != from_preset_.end()) return jt->second;
     return f.def;
+}
+
+// User text in a message: quoted, on one line, control bytes as \xNN, at most 60 characters.
+static std::string quote_arg(const std::string& v) {
+    std::string q = "'";
+    for (size_t i = 0; i < v.size() && i < 60; i++) {
+        unsigned char c = (unsigned char)v[i];
+        q += c < 0x20 || c == 0x7f ? strfmt("\\x%02x", c) : std::string(1, (char)c);
+    }
+    return q + (v.size() > 60 ? "...'" : "'");
+}
+
+void Cli::inherit(const std::map<std::string, std::string>& saved, const std::vector<std::string>& may_change, const std::string& source) {
+    if (!preset_.empty()) fail_usage("--preset: not with --resume (the run's flags come from " + source + ")");
+    for (const Flag& f : flags_) {
+        auto it = saved.find(f.name);
+        if (it == saved.end()) continue;  // a flag this build has and the saved run's did not: its default
+        auto g = given_.find(f.name);
+        if (g == given_.end()) {
+            inherited_[f.name] = it->second;
+            continue;
+        }
+        if (g->second == it->second || std::find(may_change.begin(), may_change.end(), f.name) != may_change.end()) continue;
+        std::string may;
+        for (auto& m : may_change) may += (may.empty() ? "" : " ") + m;
+        fail_usage(f.name + " " + quote_arg(g->second) + ": the run in " + source + " used " + quote_arg(it->second) +
+                   "; a resumed run keeps its configuration (only " + may + " may change)");
+    }
 }
 
 bool Cli::given(const std::string& name) const { return given_.count(name) != 0; }

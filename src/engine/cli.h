@@ -43,6 +43,11 @@ public:
     // An old spelling of a flag: given on the command line, it is refused with one line naming the new one.
     void renamed(const std::string& old_name, const std::string& new_name);
 
+    // --resume: the flags of the run being continued. After parse(), every flag not given on the command line takes
+    // its value from `saved` (ahead of presets and defaults); a flag given with a value other than the saved one is
+    // refused (exit 2, naming both) unless it is one of `may_change`. `source` names the checkpoint in messages.
+    void inherit(const std::map<std::string, std::string>& saved, const std::vector<std::string>& may_change, const std::string& source);
+
     // Parse. Returns false if --help was given (help already printed to stdout).
     bool parse(int argc, char** argv);
     bool parse(const std::vector<std::string>& args);
@@ -75,7 +80,7 @@ private:
     std::vector<Flag> flags_;
     std::vector<Preset> presets_;
     std::vector<std::pair<std::string, std::string>> renamed_;
-    std::map<std::string, std::string> given_, from_preset_;
+    std::map<std::string, std::string> given_, inherited_, from_preset_;
     std::vector<std::string> positional_;
     int pos_min_ = 0, pos_max_ = 0;
     std::string preset_;

@@ -4,8 +4,14 @@
 // doubles; normal() is Box–Muller. Each data generator and each model init owns its own Rng, so changing
 // one never shifts another's stream.
 #pragma once
+#include <cinttypes>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace icl {
 
@@ -60,6 +66,37 @@ struct Rng {
     }
     // A child generator whose stream is independent of this one's future draws.
     Rng split(uint64_t salt) { return Rng(next_u64() ^ (salt * 0xD1B54A32D192ED03ull)); }
+
+    // The whole state as text (resumable checkpoints): "s0:s1:s2:s3:spare_flag:spare_bits", all hexadecimal.
+    std::string state() const {
+        uint64_t bits;
+        std::memcpy(&bits, &spare, sizeof bits);
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "%016" PRIx64 ":%016" PRIx64 ":%016" PRIx64 ":%016" PRIx64 ":%d:%016" PRIx64, s[0], s[1], s[2],
+                      s[3], has_spare ? 1 : 0, bits);
+        return buf;
+    }
+    // Restore a state() string; false (and unchanged) if `text` is not one.
+    bool set_state(const std::string& text) {
+        uint64_t w[4], bits;
+        int flag = -1, used = 0;
+        if (std::sscanf(text.c_str(), "%16" SCNx64 ":%16" SCNx64 ":%16" SCNx64 ":%16" SCNx64 ":%1d:%16" SCNx64 "%n", &w[0], &w[1], &w[2],
+                        &w[3], &flag, &bits, &used) != 6 || used != (int)text.size() || (flag != 0 && flag != 1) ||
+            (w[0] | w[1] | w[2] | w[3]) == 0)
+            return false;
+        std::memcpy(s, w, sizeof s);
+        has_spare = flag == 1;
+        std::memcpy(&spare, &bits, sizeof bits);
+        return true;
+    }
+};
+
+// What changes from step to step in a model or data generator besides its parameters: random streams and counters
+// (e.g. the number of forwards that seeds each random-neighbour draw). Resumable checkpoints save and restore them
+// by name (models/trainer.h).
+struct RandomState {
+    std::vector<std::pair<std::string, Rng*>> streams;
+    std::vector<std::pair<std::string, uint64_t*>> counters;
 };
 
 template <typename real>

@@ -49,13 +49,15 @@ std::string subcommand_run_dir(const Cli& cli, const std::string& binary, const 
     return d;
 }
 
-CsvLog::CsvLog(const std::string& path, std::vector<std::string> columns) : path_(path), cols_(std::move(columns)) {
+CsvLog::CsvLog(const std::string& path, std::vector<std::string> columns, const std::vector<std::map<std::string, double>>& earlier)
+    : path_(path), cols_(std::move(columns)) {
     check_writable(path);
     f_ = std::fopen(path.c_str(), "w");
     if (!f_) fail("cannot write '" + path + "': " + std::strerror(errno));
     std::string header = csv_provenance_comment();  // "# icl.cpp <commit>, …" (engine/provenance.h)
     for (size_t i = 0; i < cols_.size(); i++) header += (i ? "," : "") + cols_[i];
     put(header + "\n");
+    for (auto& r : earlier) row(r);
 }
 
 CsvLog::~CsvLog() {

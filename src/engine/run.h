@@ -32,7 +32,8 @@ std::string subcommand_run_dir(const Cli& cli, const std::string& binary, const 
 class CsvLog {
 public:
     CsvLog() = default;
-    CsvLog(const std::string& path, std::vector<std::string> columns);
+    // `earlier`: rows written first (a resumed run keeps its log up to the checkpoint's step).
+    CsvLog(const std::string& path, std::vector<std::string> columns, const std::vector<std::map<std::string, double>>& earlier = {});
     ~CsvLog();
     CsvLog(const CsvLog&) = delete;
     CsvLog& operator=(const CsvLog&) = delete;

@@ -74,6 +74,8 @@ struct GPT {
     std::vector<int> sample(const std::vector<int>& prompt, int n, double temperature, Rng& rng);
 
     BatchSpec batch_spec() const;   // what forward accepts (data/batch.h)
+    // What moves between steps besides the parameters (resumable checkpoints): the random-neighbour draw count.
+    RandomState random_state() { return {{}, {{"gpt.forwards", &forwards_}}}; }
 
 private:
     void layout(int B, int T);      // the activation table for (B,T)

@@ -2,7 +2,9 @@
 #include "models/state.h"
 
 #include <cmath>
+#include <cstdlib>
 
+#include "data/batch.h"
 #include "engine/checkpoint.h"
 #include "engine/npy.h"
 #include "engine/rng.h"
@@ -152,7 +154,34 @@ void ModelState<real>::load(const std::string& path) {
 }
 
 template <typename real>
-void ModelState<real>::dump_npy(const std::string& dir, int step) {
+void ModelState<real>::save_resumable(const std::string& path, const std::map<std::string, std::string>& extra_meta) {
+    std::vector<real> p = to_host(params, 0, ptable.total), m = to_host(adam_m, 0, ptable.total), v = to_host(adam_v, 0, ptable.total);
+    auto meta = extra_meta;
+    meta["opt_step"] = std::to_string(opt_step);
+    save_checkpoint<real>(path, kind, config.dump(), ptable, p.data(), meta,
+                          {{std::string(kOptimizerPrefix) + "m.", m.data()}, {std::string(kOptimizerPrefix) + "v.", v.data()}});
+}
+
+template <typename real>
+void ModelState<real>::load_resumable(const std::string& path) {
+    std::vector<real> p(ptable.total), m(ptable.total), v(ptable.total);
+    load_checkpoint<real>(path, kind, config.dump(), ptable, p.data());
+    load_checkpoint_companion<real>(path, ptable, std::string(kOptimizerPrefix) + "m.", m.data());
+    load_checkpoint_companion<real>(path, ptable, std::string(kOptimizerPrefix) + "v.", v.data());
+    CheckpointInfo ci = read_checkpoint_metadata(path);
+    auto it = ci.metadata.find("opt_step");
+    char* end = nullptr;
+    const long long t = it == ci.metadata.end() ? -1 : std::strtoll(it->second.c_str(), &end, 10);
+    if (it == ci.metadata.end() || end == it->second.c_str() || *end || t < 1 || t > (1ll << 40))
+        fail("checkpoint " + path + ": not resumable (no valid 'opt_step' in its metadata)");
+    upload(params, 0, p.data(), p.size());
+    upload(adam_m, 0, m.data(), m.size());
+    upload(adam_v, 0, v.data(), v.size());
+    opt_step = t;
+}
+
+template <typename real>
+void ModelState<real>::dump_npy(const std::string& dir, int step, const Batch* batch, const std::vector<IntArray>& extra_ints) {
     make_dirs(dir);
     nlohmann::json index = nlohmann::json::array();
     auto dump_table = [&](const TensorTable& table, const Buffer<real>& buf, const std::string& prefix, const char* what) {
@@ -169,6 +198,30 @@ void ModelState<real>::dump_npy(const std::string& dir, int step) {
     dump_table(atable, acts, "", "activation");
     dump_table(ptable, grads, "grad.", "parameter gradient");
     dump_table(gtable, dacts, "grad.", "activation gradient");
+    auto dump_ints = [&](const std::string& name, const Shape& shape, const std::vector<int>& v, const std::string& doc) {
+        std::vector<int32_t> x(v.begin(), v.end());
+        npy_save(dir + "/" + name + ".npy", x.data(), shape);
+        index.push_back({{"name", name}, {"file", name + ".npy"}, {"kind", "batch"}, {"shape", shape}, {"dtype", "<i4"}, {"doc", doc}});
+    };
+    auto dump_floats = [&](const std::string& name, const Shape& shape, const std::vector<float>& v, const std::string& doc) {
+        npy_save(dir + "/" + name + ".npy", v.data(), shape);
+        index.push_back({{"name", name}, {"file", name + ".npy"}, {"kind", "batch"}, {"shape", shape}, {"dtype", "<f4"}, {"doc", doc}});
+    };
+    if (batch) {
+        const Batch& b = *batch;
+        const Shape bt = {b.B, b.T};
+        if (!b.tokens.empty()) dump_ints("batch.tokens", bt, b.tokens, "input token ids (B,T)");
+        if (!b.vectors.empty()) dump_floats("batch.vectors", {b.B, b.T, b.D}, b.vectors, "input vectors (B,T,D)");
+        if (!b.targets.empty()) dump_ints("batch.targets", bt, b.targets, "next-token targets (B,T); negative = ignored");
+        if (!b.target_vecs.empty()) dump_floats("batch.target_vecs", {b.B, b.T, b.Dout}, b.target_vecs, "regression targets (B,T,Dout)");
+        if (!b.mask.empty()) dump_floats("batch.mask", bt, b.mask, "loss weight per position (B,T): loss = sum(w*l)/sum(w)");
+        std::vector<int> pos = b.pos;
+        if (pos.empty())
+            for (int i = 0; i < b.B; i++)
+                for (int t = 0; t < b.T; t++) pos.push_back(t);
+        dump_ints("batch.pos", bt, pos, "absolute position of each input (B,T)");
+    }
+    for (const IntArray& a : extra_ints) dump_ints(a.name, a.shape, a.values, a.doc);
     nlohmann::json j = {{"model", kind}, {"config", config}, {"step", step}, {"device", device_name(dev)},
                         {"dtype", sizeof(real) == 4 ? "float32" : "float64"}, {"tensors", index}};
     write_json(dir + "/index.json", j);

@@ -16,6 +16,8 @@
 
 namespace icl {
 
+struct Batch;  // data/batch.h
+
 struct AdamWConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
     float grad_clip = 1.0f;  // max global gradient norm; <= 0 disables clipping
@@ -70,8 +72,18 @@ struct ModelState {
     // --- files ---
     void save(const std::string& path, const std::map<std::string, std::string>& extra_meta = {});
     void load(const std::string& path);      // refuses another kind/config/shape (see checkpoint.h)
-    // Every parameter, activation and gradient as DIR/<name>.npy plus DIR/index.json.
-    void dump_npy(const std::string& dir, int step);
+    // Resumable: the parameters plus AdamW's m and v (as adamw.m.<name>, adamw.v.<name>) and opt_step.
+    void save_resumable(const std::string& path, const std::map<std::string, std::string>& extra_meta);
+    void load_resumable(const std::string& path);  // parameters, m, v, opt_step; refuses a weights-only file
+    // Every parameter, activation and gradient as DIR/<name>.npy plus DIR/index.json; with `batch`, the batch too
+    // (batch.tokens / batch.vectors, batch.targets / batch.target_vecs, batch.mask, batch.pos), and `extra_ints`
+    // (name, shape, values; e.g. CGT's aux start positions) as int32 arrays.
+    struct IntArray {
+        std::string name, doc;
+        Shape shape;
+        std::vector<int> values;
+    };
+    void dump_npy(const std::string& dir, int step, const Batch* batch = nullptr, const std::vector<IntArray>& extra_ints = {});
 };
 
 }  // namespace icl

@@ -1,41 +1,163 @@
 // trainer.cpp — the training options and summary every trainer shares (see trainer.h).
 #include "models/trainer.h"
 
+#include <filesystem>
+
 #include "engine/provenance.h"
 #include "engine/run.h"
 
 namespace icl {
 
 void add_train_flags(Cli& cli) {
-    cli.flag("--warmup", "20", "learning-rate warm-up steps");
-    cli.flag("--min-lr-frac", "0.1", "final learning rate as a fraction of --lr (cosine decay)");
-    cli.flag("--weight-decay", "0.0", "AdamW weight decay (matrices only)");
+    cli.flag("--warmup", "20", "warm-up steps: step s (1-based) <= N trains at lr*s/N");
+    cli.flag("--min-lr-frac", "0.1", "after warm-up, cosine decay from --lr at step N+1 towards lr*frac, reached one step after the last");
+    cli.flag("--beta1", "0.9", "AdamW beta1 (first-moment decay)");
+    cli.flag("--beta2", "0.95", "AdamW beta2 (second-moment decay; spec/cgt.md's paper presets use 0.999)");
+    cli.flag("--adam-eps", "1e-8", "AdamW epsilon (added to sqrt(v); --eps is the kernel LM's and TinT's own)");
+    cli.flag("--weight-decay", "0.0",
+             "AdamW decoupled weight decay, on the weight matrices and the token embedding wte; never on biases, layer-norm "
+             "gains and biases, position embeddings (wpe, wpe_y) or ICLCA's bias terms (index.json's 'decay' says per tensor)");
     cli.flag("--grad-clip", "1.0", "clip the global gradient norm to this (0 = off)");
     cli.flag("--eval-every", "50", "evaluate every N steps (and at the end)");
     cli.flag("--eval-batches", "4", "validation batches per evaluation");
-    cli.flag("--save-every", "0", "also checkpoint every N steps (0 = only at the end)");
+    cli.flag("--save-every", "0", "every N steps, a resumable RUN/checkpoint-<step>.safetensors (weights + AdamW state; 0 = none)");
+    cli.flag("--resume", "", "continue the run of this checkpoint-<step>.safetensors: its flags, weights, AdamW state, data stream "
+                             "(bit-identical to not stopping, with the same --threads); only --steps --out --save --save-every "
+                             "--threads --device --tf32 --dump-npy --dump-step may be given");
     cli.flag("--dump-step", "1", "with --dump-npy: the training step to dump (1 = the first)");
 }
 
-TrainOptions train_options_from_cli(const Cli& cli, const std::string& binary, const Task& task, int steps) {
+const std::vector<std::string> kResumeMayChange = {"--resume", "--steps", "--out", "--save", "--save-every", "--threads",
+                                                   "--device", "--tf32", "--dump-npy", "--dump-step", "--sample", "--temperature"};
+
+std::string architecture_checkpoint(const Cli& cli) {
+    if (cli.has_flag("--resume") && cli.has_value("--resume")) return cli.get("--resume");
+    return cli.has_value("--load") ? cli.get("--load") : "";
+}
+
+void resume_flags(Cli& cli) {
+    if (!cli.has_flag("--resume") || !cli.has_value("--resume")) return;
+    if (cli.given("--load")) fail_usage("--load: not with --resume (the weights come from the resumed checkpoint)");
+    const std::string path = cli.get("--resume");
+    CheckpointInfo ci = read_checkpoint_metadata(path);
+    if (!ci.metadata.count("train_state") || !ci.metadata.count("flags"))
+        fail("checkpoint " + path + ": not resumable (no training state in its metadata): resume from a <run>/checkpoint-<step>.safetensors "
+             "written by --save-every, or start from its weights with --load");
+    std::map<std::string, std::string> saved;
+    try {
+        nlohmann::json j = nlohmann::json::parse(ci.metadata.at("flags"));
+        for (auto it = j.begin(); it != j.end(); ++it) saved[it.key()] = it.value().get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+        fail("checkpoint " + path + ": its 'flags' metadata is not a JSON object of strings");
+    }
+    for (const char* f : {"--load", "--dump-npy", "--preset", "--resume"}) saved.erase(f);  // this run's, not the saved run's
+    if (!cli.given("--out")) {
+        const size_t slash = path.find_last_of('/');
+        saved["--out"] = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    }
+    cli.inherit(saved, kResumeMayChange, path);
+    int64_t done = 0;
+    try {
+        done = nlohmann::json::parse(ci.metadata.at("train_state")).at("step").get<int64_t>();
+    } catch (const nlohmann::json::exception& e) {
+        fail("checkpoint " + path + ": malformed training state (" + e.what() + ")");
+    }
+    if (cli.get_int("--steps", 1) <= done)
+        fail_usage(strfmt("--steps %s: the checkpoint %s is already at step %lld", cli.get("--steps").c_str(), path.c_str(), (long long)done));
+}
+
+TrainOptions train_options(const Cli& cli, const std::string& binary, const std::string& run_dir, int64_t tokens_per_step, int steps) {
     TrainOptions o;
     o.steps = steps;
+    o.binary = binary;
     o.lr = cli.get_double("--lr", 0, 10);
-    o.warmup = (int)cli.get_int("--warmup", 0);
+    o.warmup = (int)cli.get_int("--warmup", 0, 1 << 30);
     o.min_lr_frac = cli.get_double("--min-lr-frac", 0, 1);
+    o.adam.beta1 = (float)cli.get_double("--beta1", 0, 0.999999);
+    o.adam.beta2 = (float)cli.get_double("--beta2", 0, 0.999999);
+    o.adam.eps = (float)cli.get_double("--adam-eps", 1e-30, 1);
     o.adam.weight_decay = (float)cli.get_double("--weight-decay", 0, 10);
-    o.adam.grad_clip = (float)cli.get_double("--grad-clip", 0);
-    o.eval_every = (int)cli.get_int("--eval-every", 0);
-    o.save_every = (int)cli.get_int("--save-every", 0);
-    o.run_dir = cli.has_value("--out") ? cli.get("--out") : default_run_dir(binary, cli.preset_name().empty() ? task.kind : cli.preset_name());
+    o.adam.grad_clip = (float)cli.get_double("--grad-clip", 0, 1e30);
+    o.eval_every = (int)cli.get_int("--eval-every", 0, 1 << 30);
+    o.save_every = (int)cli.get_int("--save-every", 0, 1 << 30);
+    o.run_dir = run_dir;
     make_dirs(o.run_dir);
     o.save_path = cli.has_value("--save") ? cli.get("--save") : o.run_dir + "/model.safetensors";
     o.dump_dir = cli.get("--dump-npy");
     o.dump_step = (int)cli.get_int("--dump-step", 1, 1 << 30) - 1;
     if (!o.dump_dir.empty() && o.dump_step >= steps)
         fail_usage(strfmt("--dump-step %d: the run has only %d steps", o.dump_step + 1, steps));
-    o.tokens_per_step = (int64_t)task.B * task.T;
+    o.tokens_per_step = tokens_per_step;
+    o.flags = cli.values();
+    o.resume_path = cli.has_flag("--resume") ? cli.get("--resume") : "";
     return o;
+}
+
+std::map<std::string, std::string> train_state_metadata(const TrainOptions& o, const RandomState& rs, int steps_done, double loss) {
+    nlohmann::json streams = nlohmann::json::object(), counters = nlohmann::json::object();
+    for (auto& s : rs.streams) streams[s.first] = s.second->state();
+    for (auto& c : rs.counters) counters[c.first] = std::to_string(*c.second);  // as text: JSON numbers lose bits above 2^53
+    nlohmann::json st = {{"binary", o.binary}, {"step", steps_done}, {"steps", o.steps}, {"streams", streams}, {"counters", counters}};
+    return {{"step", std::to_string(steps_done)}, {"loss", strfmt("%.9g", loss)}, {"train_state", st.dump()},
+            {"flags", nlohmann::json(o.flags).dump()}};
+}
+
+int restore_train_state(const TrainOptions& o, const RandomState& rs) {
+    const std::string& path = o.resume_path;
+    CheckpointInfo ci = read_checkpoint_metadata(path);
+    auto it = ci.metadata.find("train_state");
+    if (it == ci.metadata.end()) fail("checkpoint " + path + ": not resumable (no training state in its metadata)");
+    int step = 0;
+    try {
+        nlohmann::json st = nlohmann::json::parse(it->second);
+        const std::string binary = st.at("binary").get<std::string>();
+        if (binary != o.binary) fail("checkpoint " + path + ": written by " + binary + ", it resumes there, not in " + o.binary);
+        step = config_int(st, "step", "training state", 1, 1 << 30);
+        const nlohmann::json &streams = st.at("streams"), &counters = st.at("counters");
+        if (streams.size() != rs.streams.size() || counters.size() != rs.counters.size())
+            fail("checkpoint " + path + ": its training state has other random streams than this run's");
+        for (auto& s : rs.streams)
+            if (!streams.contains(s.first) || !s.second->set_state(streams.at(s.first).get<std::string>()))
+                fail("checkpoint " + path + ": the training state has no valid '" + s.first + "' random stream");
+        for (auto& c : rs.counters) {
+            const std::string v = counters.contains(c.first) ? counters.at(c.first).get<std::string>() : "";
+            char* end = nullptr;
+            const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+            if (v.empty() || *end || v[0] == '-') fail("checkpoint " + path + ": the training state has no valid '" + c.first + "' counter");
+            *c.second = x;
+        }
+        if (st.at("steps").get<int64_t>() != o.steps)
+            std::fprintf(stderr, "note: the checkpoint's run had --steps %lld, this one %d: the cosine schedule follows the new length\n",
+                         (long long)st.at("steps").get<int64_t>(), o.steps);
+    } catch (const nlohmann::json::exception& e) {
+        fail("checkpoint " + path + ": malformed training state (" + e.what() + ")");
+    }
+    if (step >= o.steps) fail_usage(strfmt("--steps %d: the checkpoint %s is already at step %d", o.steps, path.c_str(), step));
+    return step;
+}
+
+std::vector<std::map<std::string, double>> earlier_log_rows(const std::string& path, const std::vector<std::string>& cols, int steps_done) {
+    std::vector<std::map<std::string, double>> rows;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) return rows;
+    CsvTable t;
+    try {
+        t = read_csv(path);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "note: %s is not readable as a log (%s); the new log starts at the resumed step\n", path.c_str(), e.what());
+        return rows;
+    }
+    if (t.header != cols) {
+        std::fprintf(stderr, "note: %s has other columns; the new log starts at the resumed step\n", path.c_str());
+        return rows;
+    }
+    for (size_t i = 0; i < t.rows(); i++) {
+        if (!(t.cols[0][i] >= 1 && t.cols[0][i] <= steps_done)) continue;
+        std::map<std::string, double> r;
+        for (size_t c = 0; c < cols.size(); c++) r[cols[c]] = t.cols[c][i];
+        rows.push_back(r);
+    }
+    return rows;
 }
 
 nlohmann::json run_summary(const std::string& binary, const Cli& cli, const Task& task, const nlohmann::json& model,

@@ -1,6 +1,12 @@
 // trainer.h — the training loop every binary shares: AdamW with warm-up + cosine decay and clipping,
-// log.csv, the progress line, periodic evaluation, checkpoints, a .npy dump of one step, NaN guard, and
-// loss.png at the end.
+// log.csv, the progress line, periodic evaluation, resumable checkpoints, a .npy dump of one step and its batch,
+// NaN guard, and loss.png at the end.
+//
+// Resume: --save-every N writes <run>/checkpoint-<N·k>.safetensors holding the parameters, AdamW's m and v and step
+// count, the training step, every random stream that moves during training (the data generator's, the model's) and
+// every flag. `--resume <run>/checkpoint-10.safetensors` continues that run: the same flags (only those of
+// kResumeMayChange may differ), the same state, so steps 11… are bit-identical to the uninterrupted run's (same
+// thread count; tests/test_resume.cpp).
 //
 // A Model is anything with   double forward(const Batch&);  void backward();  ModelState<real> s;
 // (GPT, CGT, the kernel LM). Evaluation is a callback returning named metrics
@@ -17,6 +23,7 @@
 #include "engine/checkpoint.h"
 #include "engine/cli.h"
 #include "engine/common.h"
+#include "engine/rng.h"
 #include "engine/run.h"
 #include "layers/adamw.h"
 #include "models/gpt.h"
@@ -31,17 +38,21 @@ struct TrainOptions {
     int warmup = 10;
     AdamWConfig adam;
     int eval_every = 50;           // 0 = only at the end
-    int save_every = 0;            // 0 = only at the end
+    int save_every = 0;            // > 0: a resumable <run_dir>/checkpoint-<step>.safetensors every N steps
     int progress_every = 10;       // progress lines when stderr is not a terminal
-    std::string run_dir;           // log.csv, loss.png go here
-    std::string save_path;         // checkpoint path ("" = none)
+    std::string run_dir;           // log.csv, loss.png, checkpoint-<step>.safetensors go here
+    std::string save_path;         // the final model's checkpoint ("" = none)
     std::string dump_dir;          // --dump-npy: dump step dump_step here ("" = none)
     int dump_step = 0;             // 0-based (the flag --dump-step counts from 1, as log.csv does)
     int64_t tokens_per_step = 0;   // for tokens/s
     std::vector<std::string> eval_columns;  // names the eval callback returns
     std::string title;             // plot title
+    // Resume (--save-every / --resume): what a checkpoint-<step> file holds besides the parameters and AdamW m, v.
+    std::string binary;            // the binary that wrote it (a checkpoint resumes in the same one)
+    std::map<std::string, std::string> flags;  // every flag's value (Cli::values; --resume inherits them)
+    RandomState streams;           // the data's random streams ("data"); train() adds the model's (m.random_state())
+    std::string resume_path;       // --resume: continue from this checkpoint ("" = start at step 1)
 };
-
 struct TrainResult {
     int steps_done = 0;
     double last_loss = NAN, ms_per_step = NAN, tokens_per_s = NAN;
@@ -49,26 +60,52 @@ struct TrainResult {
     std::vector<double> losses;    // training loss per step
 };
 
-// The optimizer schedule, evaluation and checkpoint cadence flags (--eval-batches 4).
+// The optimizer, its schedule, evaluation, checkpoint and resume flags (--eval-batches 4).
 void add_train_flags(Cli& cli);
 
-// --load: the config saved in the checkpoint. Refuses a checkpoint of another model kind, any of
-// `arch_flags` given beside --load, and a model that does not fit the task.
+// --resume CKPT, right after cli.parse(): every flag of the resumed run comes from the checkpoint (Cli::inherit;
+// only the flags of kResumeMayChange may be given with another value), --out defaults to the checkpoint's folder,
+// and --load is refused. A no-op without --resume.
+void resume_flags(Cli& cli);
+extern const std::vector<std::string> kResumeMayChange;
+
+// The checkpoint that fixes the architecture: --resume's, else --load's ("" = neither).
+std::string architecture_checkpoint(const Cli& cli);
+
+// --load / --resume: the config saved in the checkpoint. Refuses a checkpoint of another model kind, any of
+// `arch_flags` given on the command line, and a model that does not fit the task.
 template <typename Config>
 Config checkpoint_config(const Cli& cli, const Task& task, const std::string& model, std::initializer_list<const char*> arch_flags) {
-    CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
-    if (ci.model != model) fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, not '" + model + "'");
-    Config saved = Config::from_json(nlohmann::json::parse(ci.config));
+    const std::string path = architecture_checkpoint(cli), flag = cli.has_value("--resume") ? "--resume" : "--load";
+    CheckpointInfo ci = read_checkpoint_metadata(path);
+    if (ci.model != model) fail(flag + ": '" + path + "' holds a '" + ci.model + "' model, not '" + model + "'");
+    Config saved;
+    try {
+        saved = Config::from_json(nlohmann::json::parse(ci.config));
+    } catch (const nlohmann::json::exception& e) {
+        fail("checkpoint " + path + ": its config is not valid JSON (" + e.what() + ")");
+    }
     for (const std::string& f : given_arch_flags(cli, arch_flags))  // the listed flags and the --attn-* ones
-        fail_usage(f + ": the architecture comes from --load; drop the flag");
+        fail_usage(f + ": the architecture comes from " + flag + "; drop the flag");
     task.check_fits(saved.V, saved.d_in, saved.d_out, saved.maxT);
     return saved;
 }
 
-// --lr --warmup --min-lr-frac --weight-decay --grad-clip --eval-every --save-every --out --save --dump-npy as
-// TrainOptions; creates the run directory (default out/<binary>/<preset-or-task>-<time>). The caller sets
-// title and eval_columns.
-TrainOptions train_options_from_cli(const Cli& cli, const std::string& binary, const Task& task, int steps);
+// --lr --warmup --min-lr-frac --beta1 --beta2 --adam-eps --weight-decay --grad-clip --eval-every --save-every --out --save
+// --dump-npy --dump-step --resume as TrainOptions; creates the run directory (train_options_from_cli: --out, or
+// out/<binary>/<preset-or-task>-<time>). The caller sets title, eval_columns and streams.
+TrainOptions train_options(const Cli& cli, const std::string& binary, const std::string& run_dir, int64_t tokens_per_step, int steps);
+inline TrainOptions train_options_from_cli(const Cli& cli, const std::string& binary, const Task& task, int steps) {
+    const std::string name = cli.preset_name().empty() ? task.kind : cli.preset_name();
+    return train_options(cli, binary, cli.has_value("--out") ? cli.get("--out") : default_run_dir(binary, name), (int64_t)task.B * task.T, steps);
+}
+
+// What a resumable checkpoint's metadata holds besides the parameters (see TrainOptions), and its inverse: restores
+// the streams and returns the number of steps done, refusing a checkpoint of another binary or one without it.
+std::map<std::string, std::string> train_state_metadata(const TrainOptions& o, const RandomState& rs, int steps_done, double loss);
+int restore_train_state(const TrainOptions& o, const RandomState& rs);
+// The log rows of steps 1..steps_done already in <run_dir>/log.csv, when it has these columns (else none).
+std::vector<std::map<std::string, double>> earlier_log_rows(const std::string& path, const std::vector<std::string>& cols, int steps_done);
 
 // summary.json's common part: binary, task, model config and size, every flag, threads, device, the run's
 // figures, the checkpoint path and final_<metric> for each evaluation metric.
@@ -78,41 +115,64 @@ nlohmann::json run_summary(const std::string& binary, const Cli& cli, const Task
 // "final: train loss 2.5578  val_loss 2.5455 ..." (no newline; the binary adds its rates).
 std::string final_line(const TrainResult& r);
 
+// The dump of one step: the model's tensors and the batch, plus CGT's aux start positions (a model with aux_p).
+template <typename Model>
+auto model_dump_extras(const Model& m, int) -> decltype((void)m.aux_p, std::vector<typename decltype(m.s)::IntArray>{}) {
+    if (m.aux_p.empty()) return {};
+    return {{"batch.aux_start", "CGT: per sequence, the first remainder input p of the auxiliary pass (0-based; the spec's s = p+1)",
+             {(int64_t)m.aux_p.size()}, m.aux_p}};
+}
+template <typename Model>
+std::vector<typename decltype(Model::s)::IntArray> model_dump_extras(const Model&, long) { return {}; }
+
 template <typename Model>
 TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int)>& next_batch,
                   const std::function<std::map<std::string, double>()>& evaluate) {
     std::vector<std::string> cols = {"step", "loss", "lr", "grad_norm", "ms_per_step", "tokens_per_s"};
     for (auto& c : o.eval_columns) cols.push_back(c);
-    CsvLog log(o.run_dir + "/log.csv", cols);
+    RandomState rs = m.random_state();  // everything a resumable checkpoint holds besides the model's buffers
+    rs.streams.insert(rs.streams.end(), o.streams.streams.begin(), o.streams.streams.end());
+    rs.counters.insert(rs.counters.end(), o.streams.counters.begin(), o.streams.counters.end());
+    int start = 0;  // steps already done
+    std::string last_ckpt = "none written by this run";
+    if (!o.resume_path.empty()) {
+        m.s.load_resumable(o.resume_path);    // parameters, AdamW m and v, its step count
+        start = restore_train_state(o, rs);  // the random streams and counters; the step
+        last_ckpt = o.resume_path;
+        std::fprintf(stderr, "resuming %s at step %d of %d\n", o.resume_path.c_str(), start + 1, o.steps);
+    }
+    CsvLog log(o.run_dir + "/log.csv", cols, start ? earlier_log_rows(o.run_dir + "/log.csv", cols, start) : std::vector<std::map<std::string, double>>{});
     Progress progress(o.steps, o.progress_every);
     TrainResult r;
     double t_total = 0;
     int timed = 0;
-    for (int step = 0; step < o.steps; step++) {
+    for (int step = start; step < o.steps; step++) {
         Batch batch = next_batch(step);
-        double t0 = now_seconds();
+        double t0 = now_seconds(), t_dump = 0;
         double loss = m.forward(batch);
         if (!std::isfinite(loss)) {
             progress.finish();
-            fail(strfmt("step %d: the loss is %s; stopping (last good checkpoint: %s)", step, std::isnan(loss) ? "NaN" : "Inf",
-                        o.save_path.empty() ? "none" : o.save_path.c_str()));
+            fail(strfmt("step %d: the loss is %s; stopping (last good checkpoint: %s)", step + 1, std::isnan(loss) ? "NaN" : "Inf", last_ckpt.c_str()));
         }
         m.backward();
-        if (step == o.dump_step && !o.dump_dir.empty()) {
-            m.s.dump_npy(o.dump_dir, step);
-            std::fprintf(stderr, "wrote every parameter, activation and gradient of step %d to %s/ (index.json)\n", step + 1, o.dump_dir.c_str());
+        if (step == o.dump_step && !o.dump_dir.empty()) {  // not part of the step's time
+            const double td = now_seconds();
+            m.s.dump_npy(o.dump_dir, step + 1, &batch, model_dump_extras(m, 0));
+            std::fprintf(stderr, "wrote every parameter, activation and gradient of step %d, and its batch, to %s/ (index.json)\n", step + 1,
+                         o.dump_dir.c_str());
+            t_dump = now_seconds() - td;
         }
         double lr = lr_schedule(step, o.lr, o.warmup, o.steps, o.min_lr_frac);
         double norm = m.s.update(o.adam, lr);
         if (!std::isfinite(norm)) {
             progress.finish();
             std::string bad = m.s.first_nonfinite_grad();
-            fail(strfmt("step %d: the gradient of '%s' is not finite; stopping before the update (last good checkpoint: %s)", step,
-                        bad.empty() ? "?" : bad.c_str(), o.save_path.empty() ? "none" : o.save_path.c_str()));
+            fail(strfmt("step %d: the gradient of '%s' is not finite; stopping before the update (last good checkpoint: %s)", step + 1,
+                        bad.empty() ? "?" : bad.c_str(), last_ckpt.c_str()));
         }
         device_sync(m.s.dev);
-        double dt = now_seconds() - t0;
-        if (step > 0 || o.steps == 1) { t_total += dt; timed++; }
+        double dt = now_seconds() - t0 - t_dump;
+        if (step > start || o.steps == start + 1) { t_total += dt; timed++; }  // the first step warms up (unless it is the only one)
         double tps = o.tokens_per_step / dt;
         r.losses.push_back(loss);
         r.last_loss = loss;
@@ -129,8 +189,12 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
         }
         log.row(row);
         progress.update(step, loss, tps, extra);
-        if (!o.save_path.empty() && ((o.save_every > 0 && (step + 1) % o.save_every == 0) || last))
-            m.s.save(o.save_path, {{"step", std::to_string(step + 1)}, {"loss", strfmt("%.6g", loss)}});
+        if (o.save_every > 0 && (step + 1) % o.save_every == 0) {
+            const std::string path = o.run_dir + strfmt("/checkpoint-%d.safetensors", step + 1);
+            m.s.save_resumable(path, train_state_metadata(o, rs, step + 1, loss));
+            last_ckpt = path;
+        }
+        if (last && !o.save_path.empty()) m.s.save(o.save_path, {{"step", std::to_string(step + 1)}, {"loss", strfmt("%.6g", loss)}});
         r.steps_done = step + 1;
     }
     progress.finish();

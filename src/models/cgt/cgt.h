@@ -153,6 +153,9 @@ struct CGT {
     void fold_into(GPT<real>& gpt, const std::vector<real>& ytilde);
 
     CGTFlops flops(int B, int T) const;
+    // What moves between steps besides the parameters (resumable checkpoints): the aux-position / VAE-noise stream
+    // and the random-neighbour draw count.
+    RandomState random_state() { return {{{"cgt.rng", &rng_}}, {{"cgt.forwards", &forwards_}}}; }
 
 private:
     void layout(int B, int T, int Ta);

@@ -139,20 +139,13 @@ double induction_train_acc(KernelLM<float>& m, const Batch& bt) {
 
 TrainResult train_induction(KernelLM<float>& m, const Cli& cli, const std::string& dir, uint64_t seed, int steps, int T,
                             const std::string& save, const std::string& title) {
-    TrainOptions o;
-    o.steps = steps;
-    o.lr = cli.get_double("--lr", 0, 10);
-    o.warmup = (int)cli.get_int("--warmup", 0);
-    o.adam.weight_decay = (float)cli.get_double("--weight-decay", 0, 10);
-    o.eval_every = (int)cli.get_int("--eval-every", 0);
-    o.run_dir = dir;
-    o.save_path = save;
-    o.dump_dir = cli.get("--dump-npy");
     const int B = (int)cli.get_int("--batch", 1, 1 << 20);
-    o.tokens_per_step = (int64_t)B * T;
+    TrainOptions o = train_options(cli, "iclca", dir, (int64_t)B * T, steps);  // models/trainer.h
+    o.save_path = save;
     o.eval_columns = {"val_loss", "val_icl_acc"};
     o.title = title;
     Rng train_rng = Rng(seed).split(101), val_rng = Rng(seed).split(202);
+    o.streams.streams = {{"data", &train_rng}};
     Batch val = induction_batch(B, T, val_rng);
     return train(m, o, [&](int) { return induction_batch(B, T, train_rng); },
                  [&]() {
@@ -161,37 +154,148 @@ TrainResult train_induction(KernelLM<float>& m, const Cli& cli, const std::strin
                  });
 }
 
+// The kernel LM's config: from --resume's or --load's checkpoint (the architecture flags refused beside it), else from
+// the flags. V > 0: the vocabulary the task needs.
+static KernelLMConfig kernel_lm_config(const Cli& cli, int V, const std::string& task) {
+    const std::string ck = architecture_checkpoint(cli);
+    if (ck.empty()) return kernel_lm_config_from_cli(cli, V);
+    CheckpointInfo ci = read_checkpoint_metadata(ck);
+    if (ci.model != "kernel_lm") fail("checkpoint " + ck + " holds a '" + ci.model + "' model, not a kernel LM ('kernel_lm')");
+    KernelLMConfig c;
+    try {
+        c = KernelLMConfig::from_json(nlohmann::json::parse(ci.config));
+    } catch (const nlohmann::json::exception& e) {
+        fail("checkpoint " + ck + ": its config is not valid JSON (" + e.what() + ")");
+    }
+    validate_file_config(c, "kernel_lm");
+    for (const char* f : {"--layers", "--width", "--heads", "--bias", "--eps"})
+        if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from the checkpoint " + ck + "; drop the flag");
+    if (V > 0 && c.V != V) fail(strfmt("checkpoint %s: a vocabulary of %d does not fit --task %s (%d)", ck.c_str(), c.V, task.c_str(), V));
+    return c;
+}
+
+// A converted checkpoint's input starts at position iclca_p0 (its metadata; 0 for any other checkpoint).
+static int checkpoint_p0(const std::string& path, const KernelLMConfig& c) {
+    CheckpointInfo ci = read_checkpoint_metadata(path);
+    auto it = ci.metadata.find("iclca_p0");
+    if (it == ci.metadata.end()) return 0;
+    char* end = nullptr;
+    const long p0 = std::strtol(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end || p0 < 0 || p0 >= c.maxT) fail("checkpoint " + path + ": its 'iclca_p0' is not a position");
+    return (int)p0;
+}
+
+static int task_vocab(const std::string& task) { return task == "induction" ? INDUCTION_VOCAB : BYTE_VOCAB; }
+
+// Token ids -> text: letters for the 52-token induction vocabulary, bytes otherwise (invalid UTF-8 shown escaped).
+static std::string detokenize(const std::vector<int>& t, int V) {
+    if (V != INDUCTION_VOCAB) return bytes_to_text(t.data(), (int)t.size());
+    std::string s;
+    for (int x : t) s += (char)(x < 26 ? 'a' + x : 'A' + x - 26);
+    return s;
+}
+
+// --prompt: the text itself, or the contents of the file it names.
+static std::string prompt_text(const Cli& cli) {
+    std::string text = cli.get("--prompt");
+    std::ifstream f(text, std::ios::binary);
+    if (f.good()) { std::stringstream ss; ss << f.rdbuf(); text = ss.str(); }
+    return text;
+}
+
 // ---- subcommands ---------------------------------------------------------------------------------------
 
 int cmd_train(const Cli& cli) {
     const std::string task = cli.get_choice("--task", {"induction", "text"});
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
-    const int steps = (int)cli.get_int("--steps", 1), T = (int)cli.get_int("--seq", 2, 1 << 20);
-    std::string dir = subcommand_run_dir(cli, "iclca", "train-" + task);
-    std::string save = cli.has_value("--save") ? cli.get("--save") : dir + "/model.safetensors";
-    if (task == "induction") {
-        KernelLM<float> m(kernel_lm_config_from_cli(cli, INDUCTION_VOCAB), Device::cpu, seed);
-        if (cli.has_value("--load")) m.s.load(cli.get("--load"));
-        std::fprintf(stderr, "iclca train: induction, %lld parameters, T=%d, run dir %s\n", (long long)m.cfg.num_params(), T, dir.c_str());
-        TrainResult r = train_induction(m, cli, dir, seed, steps, T, save, "kernel LM, induction");
-        std::printf("final: train loss %.4f  val_icl_acc %.4f  (%.1f ms/step)\nwrote %s\n", r.last_loss, r.last_eval["val_icl_acc"],
-                    r.ms_per_step, save.c_str());
-        return 0;
-    }
-    if (!cli.has_value("--data")) fail_usage("--task text needs --data FILE");
-    TextData text = text_load(cli.get("--data"), 0.1, T);
-    KernelLM<float> m(kernel_lm_config_from_cli(cli, BYTE_VOCAB), Device::cpu, seed);
-    if (cli.has_value("--load")) m.s.load(cli.get("--load"));
+    const int steps = (int)cli.get_int("--steps", 1, 100000000), T = (int)cli.get_int("--seq", 2, 1 << 20);
     const int B = (int)cli.get_int("--batch", 1, 1 << 20);
-    TrainOptions o;
-    o.steps = steps; o.lr = cli.get_double("--lr", 0, 10); o.warmup = (int)cli.get_int("--warmup", 0);
-    o.eval_every = (int)cli.get_int("--eval-every", 0); o.run_dir = dir; o.save_path = save; o.tokens_per_step = (int64_t)B * T;
-    o.eval_columns = {"val_loss"}; o.title = "kernel LM, text";
-    Rng tr = Rng(seed).split(101), vr = Rng(seed).split(202);
-    Batch val = text_batch(text.val, B, T, vr);
-    TrainResult r = train(m, o, [&](int) { return text_batch(text.train, B, T, tr); },
-                          [&]() { return std::map<std::string, double>{{"val_loss", m.forward(val)}}; });
-    std::printf("final: train loss %.4f  val_loss %.4f\nwrote %s\n", r.last_loss, r.last_eval["val_loss"], save.c_str());
+    if (task == "text" && !cli.has_value("--data")) fail_usage("--task text needs --data FILE");
+    const KernelLMConfig c = kernel_lm_config(cli, task_vocab(task), task);
+    const std::string dir = subcommand_run_dir(cli, "iclca", "train-" + task);
+    const std::string save = cli.has_value("--save") ? cli.get("--save") : dir + "/model.safetensors";
+    KernelLM<float> m(c, Device::cpu, seed);
+    if (cli.has_value("--load")) m.s.load(cli.get("--load"));  // --resume loads in train()
+    std::fprintf(stderr, "iclca train: %s, %lld parameters (L=%d C=%d NH=%d), T=%d, batch %d, %d steps, run dir %s\n", task.c_str(),
+                 (long long)c.num_params(), c.L, c.C, c.NH, T, B, steps, dir.c_str());
+    TrainResult r;
+    if (task == "induction") {
+        r = train_induction(m, cli, dir, seed, steps, T, save, "kernel LM, induction");
+    } else {
+        TextData text = text_load(cli.get("--data"), 0.1, T);
+        TrainOptions o = train_options(cli, "iclca", dir, (int64_t)B * T, steps);
+        o.save_path = save;
+        o.eval_columns = {"val_loss"};
+        o.title = "kernel LM, text";
+        Rng tr = Rng(seed).split(101), vr = Rng(seed).split(202);
+        o.streams.streams = {{"data", &tr}};
+        Batch val = text_batch(text.val, B, T, vr);
+        r = train(m, o, [&](int) { return text_batch(text.train, B, T, tr); },
+                  [&]() { return std::map<std::string, double>{{"val_loss", m.forward(val)}}; });
+    }
+    nlohmann::json summary = {{"binary", "iclca train"}, {"task", task}, {"model", c.to_json()}, {"params", c.num_params()},
+                              {"flags", cli_json(cli.values())}, {"steps", r.steps_done}, {"final_train_loss", r.last_loss},
+                              {"ms_per_step", r.ms_per_step}, {"tokens_per_s", r.tokens_per_s}, {"checkpoint", save}};
+    for (auto& kv : r.last_eval) summary["final_" + kv.first] = kv.second;
+    summary["provenance"] = provenance_json();
+    write_run_summary(dir + "/summary.json", summary);
+    std::printf("%s  (%.1f ms/step)\nwrote %s/{log.csv, loss.png, summary.json} and %s\n", final_line(r).c_str(), r.ms_per_step, dir.c_str(),
+                save.c_str());
+    return 0;
+}
+
+int cmd_eval(const Cli& cli) {
+    if (!cli.has_value("--load")) fail_usage("eval needs --load CKPT (a kernel LM from iclca train or iclca convert)");
+    const std::string task = cli.get_choice("--task", {"induction", "text"});
+    if (task == "text" && !cli.has_value("--data")) fail_usage("--task text needs --data FILE");
+    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const int T = (int)cli.get_int("--seq", 2, 1 << 20), B = (int)cli.get_int("--batch", 1, 1 << 20);
+    const int nb = (int)cli.get_int("--eval-batches", 1, 1 << 20);
+    const std::string path = cli.get("--load");
+    const KernelLMConfig c = kernel_lm_config(cli, task_vocab(task), task);
+    KernelLM<float> m(c, Device::cpu, seed);
+    m.s.load(path);
+    const int p0 = checkpoint_p0(path, c);
+    if ((int64_t)p0 + T > c.maxT) fail_usage(strfmt("--seq %d: positions from %d would pass the model's max position %d", T, p0, c.maxT));
+    TextData text;
+    if (task == "text") text = text_load(cli.get("--data"), 0.1, T);
+    Rng vr = Rng(seed).split(202);  // the validation stream of iclca train (its first batch is train's val batch)
+    double loss = 0, acc = 0;
+    for (int i = 0; i < nb; i++) {
+        Batch bt = task == "induction" ? induction_batch(B, T, vr) : text_batch(text.val, B, T, vr);
+        bt.pos.resize((size_t)B * T);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) bt.pos[(size_t)b * T + t] = p0 + t;  // a converted model's input starts at p0
+        loss += m.forward(bt) / nb;
+        if (task == "induction") acc += induction_train_acc(m, bt) / nb;
+    }
+    const std::string dir = subcommand_run_dir(cli, "iclca", "eval");
+    nlohmann::json summary = {{"binary", "iclca eval"}, {"checkpoint", path}, {"task", task}, {"model", c.to_json()}, {"p0", p0},
+                              {"batches", nb}, {"batch", B}, {"seq", T}, {"loss", loss}, {"flags", cli_json(cli.values())}};
+    if (task == "induction") summary["icl_acc"] = acc;
+    summary["provenance"] = provenance_json();
+    write_run_summary(dir + "/summary.json", summary);
+    std::printf("iclca eval %s on %s (%d x %d sequences of %d tokens, positions from %d): loss %.4f", path.c_str(), task.c_str(), nb, B, T, p0, loss);
+    if (task == "induction") std::printf("  icl_acc %.4f (second occurrences of triggers)", acc);
+    std::printf("\nwrote %s/summary.json\n", dir.c_str());
+    return 0;
+}
+
+int cmd_generate(const Cli& cli) {
+    if (!cli.has_value("--load")) fail_usage("generate needs --load CKPT (a kernel LM from iclca train or iclca convert)");
+    if (!cli.has_value("--prompt")) fail_usage("generate needs --prompt TEXT|FILE (the text to continue)");
+    const std::string path = cli.get("--load");
+    const KernelLMConfig c = kernel_lm_config(cli, 0, "");
+    KernelLM<float> m(c, Device::cpu, 1);
+    m.s.load(path);
+    const int p0 = checkpoint_p0(path, c);
+    const std::vector<int> prompt = tokenize(prompt_text(cli), c.V);
+    if (prompt.empty()) fail_usage("--prompt: no tokens to continue");
+    const int n = (int)cli.get_int("--gen", 1, 1 << 20);
+    if ((int64_t)p0 + (int64_t)prompt.size() + n > c.maxT) fail_usage("--gen: the continuation would pass the model's max position");
+    const std::vector<int> out = m.generate(prompt, n, p0);
+    std::fprintf(stderr, "iclca generate: %s, greedy, %zu prompt tokens from position %d, %d new\n", path.c_str(), prompt.size(), p0, n);
+    std::printf("%s%s\n", detokenize(prompt, c.V).c_str(), detokenize(out, c.V).c_str());
     return 0;
 }
 
@@ -204,16 +308,19 @@ int cmd_convert(const Cli& cli) {
     KernelLMConfig c = KernelLMConfig::from_json(nlohmann::json::parse(ci.config));
     KernelLM<float> m(c, Device::cpu, 1);
     m.s.load(cli.get("--load"));
-    std::string text = cli.get("--prompt");
-    std::ifstream f(text, std::ios::binary);
-    if (f.good()) { std::stringstream ss; ss << f.rdbuf(); text = ss.str(); }
-    std::vector<int> prompt = tokenize(text, c.V);
+    std::vector<int> prompt = tokenize(prompt_text(cli), c.V);
     const int p0 = (int)cli.get_int("--p0", 0, c.maxT - 1);
     double t0 = now_seconds();
     iclca_convert(m, prompt, p0);
     double dt = now_seconds() - t0;
     int prev = 0;
-    if (ci.metadata.count("iclca_prompt_tokens")) prev = std::stoi(ci.metadata.at("iclca_prompt_tokens"));
+    if (ci.metadata.count("iclca_prompt_tokens")) {
+        const std::string& v = ci.metadata.at("iclca_prompt_tokens");
+        char* end = nullptr;
+        const long x = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || x < 0 || x > (1l << 30)) fail("checkpoint " + cli.get("--load") + ": its 'iclca_prompt_tokens' is not a count");
+        prev = (int)x;
+    }
     m.s.save(cli.get("--save"), {{"iclca_prompt_tokens", std::to_string(prev + (int)prompt.size())}, {"iclca_p0", std::to_string(p0)},
                                  {"iclca_source", cli.get("--load")}});
     std::printf("converted a %zu-token prompt into the biases of %d layers x %d heads in %.1f ms; wrote %s\n"
@@ -327,11 +434,8 @@ int cmd_e2(const Cli& cli) {
     const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
     const int T = (int)cli.get_int("--seq", 4, 1 << 20), chains = (int)cli.get_int("--trials", 1, 1 << 20);
     std::string dir = subcommand_run_dir(cli, "iclca", "e2");
-    KernelLM<float> m(kernel_lm_config_from_cli(cli, INDUCTION_VOCAB), Device::cpu, seed);
+    KernelLM<float> m(kernel_lm_config(cli, INDUCTION_VOCAB, "induction"), Device::cpu, seed);  // --load's architecture
     if (cli.has_value("--load")) {
-        CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
-        KernelLMConfig c = KernelLMConfig::from_json(nlohmann::json::parse(ci.config));
-        m = KernelLM<float>(c, Device::cpu, seed);
         m.s.load(cli.get("--load"));
     } else {
         std::fprintf(stderr, "iclca e2: training a %lld-parameter kernel LM on the induction task first (T=%d)\n",
@@ -441,7 +545,13 @@ int cmd_e4(const Cli& cli) {
     if (cli.has_value("--load")) {
         CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
         if (ci.model != "gpt") fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, e4 needs a 'gpt' (softmax) checkpoint");
-        gc = GPTConfig::from_json(nlohmann::json::parse(ci.config));
+        for (const char* f : {"--layers", "--width", "--heads", "--attn-std"})
+            if (cli.given(f)) fail_usage(std::string(f) + ": the GPT comes from --load; drop the flag");
+        try {
+            gc = GPTConfig::from_json(nlohmann::json::parse(ci.config));
+        } catch (const nlohmann::json::exception& e) {
+            fail("checkpoint " + cli.get("--load") + ": its config is not valid JSON (" + e.what() + ")");
+        }
         source = cli.get("--load");
     } else {
         gc.L = (int)cli.get_int("--layers", 1, 1000);

@@ -7,6 +7,8 @@ namespace icl::iclca_cmd {
 
 int cmd_train(const Cli& cli);
 int cmd_convert(const Cli& cli);
+int cmd_eval(const Cli& cli);
+int cmd_generate(const Cli& cli);
 int cmd_e1(const Cli& cli);
 int cmd_e2(const Cli& cli);
 int cmd_e3(const Cli& cli);

@@ -77,6 +77,7 @@ struct KernelLM {
     std::vector<int> generate(const std::vector<int>& prompt, int n, int p0 = 0);
 
     BatchSpec batch_spec() const;   // what forward accepts (data/batch.h)
+    RandomState random_state() { return {}; }  // nothing random moves between steps (resumable checkpoints)
 
 private:
     void layout(int B, int T);

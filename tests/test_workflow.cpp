@@ -1,0 +1,224 @@
+// The research workflow (models/trainer.h): resumable checkpoints, dumps that hold their batch, optimizer flags.
+// A run resumed from its step-10 checkpoint continues bit for
+// bit (log rows 11-20 and the final weights equal the uninterrupted run's) for train_gpt, train_cgt and iclca train;
+// a resume with another configuration, a weights-only file or a finished run is refused in one line; a dump holds
+// the batch, and the dumped logits, targets and mask give back the logged loss; --beta1/--beta2/--adam-eps reach AdamW.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cli.h"
+#include "engine/npy.h"
+#include "models/trainer.h"
+#include "engine/safetensors.h"
+#include "report/plot.h"
+#include "run_binary.h"
+
+namespace fs = std::filesystem;
+using icl_test::Result;
+using icl_test::run;
+
+namespace {
+
+std::string tmp_dir(const std::string& name) {
+    std::string d = "/tmp/icl_resume_" + name + "_" + std::to_string(getpid());
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+}
+
+// Every tensor of two checkpoints equal bit for bit (their metadata may differ: paths, dates).
+void check_same_tensors(const std::string& a, const std::string& b) {
+    icl::SafetensorsFile fa = icl::safetensors_open(a), fb = icl::safetensors_open(b);
+    REQUIRE(fa.names() == fb.names());
+    for (const std::string& n : fa.names()) {
+        const icl::Shape shape = fa.info(n).shape;
+        REQUIRE(fb.info(n).shape == shape);
+        std::vector<float> x((size_t)icl::numel(shape)), y(x.size());
+        fa.read(n, shape, x.data());
+        fb.read(n, shape, y.data());
+        CAPTURE(n);
+        CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+    }
+}
+
+// log.csv's rows of steps [from, to] as text, without the timing columns.
+std::vector<std::string> log_rows(const std::string& path, int from, int to) {
+    icl::CsvTable t = icl::read_csv(path);
+    std::vector<std::string> rows;
+    for (size_t i = 0; i < t.rows(); i++) {
+        const double step = t.col("step")[i];
+        if (step < from || step > to) continue;
+        std::string r;
+        for (size_t c = 0; c < t.header.size(); c++)
+            if (t.header[c] != "ms_per_step" && t.header[c] != "tokens_per_s") r += t.header[c] + "=" + icl::strfmt("%.17g", t.cols[c][i]) + " ";
+        rows.push_back(r);
+    }
+    return rows;
+}
+
+// `cmd` trained 20 steps with checkpoints every 10, against the same run resumed from its step-10 checkpoint, once
+// into a new folder and once in place (the checkpoint's folder, whose log holds all 20 rows: rows 11-20 replaced).
+void check_resume(const std::string& name, const std::string& cmd) {
+    const std::string d = tmp_dir(name);
+    Result full = run(cmd + " --steps 20 --save-every 10 --out " + d + "/full");
+    REQUIRE_MESSAGE(full.code == 0, full.err);
+    REQUIRE(fs::exists(d + "/full/checkpoint-10.safetensors"));
+    REQUIRE(fs::exists(d + "/full/checkpoint-20.safetensors"));
+
+    Result r = run(cmd.substr(0, cmd.find(' ')) + (name == "iclca" ? " train" : "") + " --resume " + d + "/full/checkpoint-10.safetensors --out " + d + "/resumed");
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    CHECK(r.err.find("resuming") != std::string::npos);
+    CHECK(log_rows(d + "/resumed/log.csv", 1, 20) == log_rows(d + "/full/log.csv", 11, 20));
+    CHECK(log_rows(d + "/resumed/log.csv", 1, 20).size() == 10);
+    check_same_tensors(d + "/full/model.safetensors", d + "/resumed/model.safetensors");
+    check_same_tensors(d + "/full/checkpoint-20.safetensors", d + "/resumed/checkpoint-20.safetensors");
+
+    // in place: the default --out is the checkpoint's folder; the log keeps steps 1-10 and gets 11-20 again
+    fs::create_directories(d + "/inplace");
+    for (const char* f : {"checkpoint-10.safetensors", "log.csv"}) fs::copy_file(d + "/full/" + f, d + "/inplace/" + f);
+    r = run(cmd.substr(0, cmd.find(' ')) + (name == "iclca" ? " train" : "") + " --resume " + d + "/inplace/checkpoint-10.safetensors");
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    CHECK(log_rows(d + "/inplace/log.csv", 1, 20) == log_rows(d + "/full/log.csv", 1, 20));
+    check_same_tensors(d + "/full/model.safetensors", d + "/inplace/model.safetensors");
+    fs::remove_all(d);
+}
+
+int lines(const std::string& s) {
+    int n = 0;
+    for (char c : s) n += c == '\n';
+    return n;
+}
+
+}  // namespace
+
+TEST_SUITE("workflow") {
+TEST_CASE("train_gpt resumed from step 10 = the uninterrupted run, bit for bit") {
+    check_resume("gpt", "train_gpt --preset tiny --threads 2");
+}
+
+TEST_CASE("train_cgt (aux pass, regularizers, its own random stream) resumed from step 10 = the uninterrupted run") {
+    check_resume("cgt", "train_cgt --preset tiny --threads 2");
+}
+
+TEST_CASE("iclca train (induction) resumed from step 10 = the uninterrupted run") {
+    check_resume("iclca", "iclca train --preset tiny --threads 2");
+}
+
+TEST_CASE("a resume that cannot continue the run is refused in one line") {
+    const std::string d = tmp_dir("refused");
+    Result full = run("train_gpt --preset tiny --steps 10 --save-every 5 --out " + d);
+    REQUIRE_MESSAGE(full.code == 0, full.err);
+    const std::string ck = d + "/checkpoint-5.safetensors";
+    struct Case { std::string cmd; int code; const char* needle; };
+    const Case cases[] = {
+        {"train_gpt --resume " + ck + " --lr 5e-3", 2, "--lr '5e-3': the run in"},
+        {"train_gpt --resume " + ck + " --width 64", 2, "a resumed run keeps its configuration"},
+        {"train_gpt --resume " + ck + " --load " + ck, 2, "--load: not with --resume"},
+        {"train_gpt --resume " + ck + " --steps 5", 2, "already at step 5"},
+        {"train_gpt --resume " + d + "/model.safetensors", 1, "not resumable"},
+        {"train_cgt --resume " + ck, 1, "'gpt' model"},
+        {"iclca e1 --save-every 5", 2, "--save-every: iclca e1 does not use it"},
+        {"iclca e1 --resume " + ck, 2, "--resume: iclca e1 does not use it"},
+    };
+    for (const Case& c : cases) {
+        Result r = run(c.cmd);
+        CAPTURE(c.cmd);
+        CAPTURE(r.err);
+        CHECK(r.code == c.code);
+        CHECK(r.err.find(c.needle) != std::string::npos);
+        CHECK(lines(r.err) == 1);
+    }
+    // a longer run than the checkpoint's: allowed, with a note (the cosine schedule follows the new length)
+    Result longer = run("train_gpt --resume " + ck + " --steps 12 --out " + d + "/longer");
+    CHECK_MESSAGE(longer.code == 0, longer.err);
+    CHECK(longer.err.find("the cosine schedule follows the new length") != std::string::npos);
+    fs::remove_all(d);
+}
+
+TEST_CASE("a dump holds its batch: the dumped logits, targets and mask give the logged loss of that step") {
+    const std::string d = tmp_dir("dump");
+    Result r = run("train_gpt --preset tiny --steps 3 --dump-npy " + d + "/dump --dump-step 2 --out " + d + "/run");
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    nlohmann::json index = nlohmann::json::parse(icl_test::slurp(d + "/dump/index.json"));
+    CHECK(index["step"] == 2);
+    std::vector<std::string> batch;
+    for (auto& t : index["tensors"])
+        if (t["kind"] == "batch") batch.push_back(t["name"]);
+    CHECK(batch == std::vector<std::string>{"batch.tokens", "batch.targets", "batch.mask", "batch.pos"});
+    icl::NpyArray logits = icl::npy_load(d + "/dump/logits.npy"), targets = icl::npy_load(d + "/dump/batch.targets.npy"),
+                  mask = icl::npy_load(d + "/dump/batch.mask.npy");
+    REQUIRE(logits.shape.size() == 3);
+    const int64_t N = logits.shape[0] * logits.shape[1], V = logits.shape[2];
+    REQUIRE(targets.size() == N);
+    std::vector<float> lg = logits.as<float>(), w = mask.as<float>();
+    std::vector<int32_t> tg = targets.as<int32_t>();
+    double num = 0, den = 0;  // the masked mean cross-entropy, in double
+    for (int64_t i = 0; i < N; i++) {
+        if (tg[i] < 0 || w[i] == 0) continue;
+        double mx = -1e300, se = 0;
+        for (int64_t v = 0; v < V; v++) mx = std::max(mx, (double)lg[i * V + v]);
+        for (int64_t v = 0; v < V; v++) se += std::exp((double)lg[i * V + v] - mx);
+        num += w[i] * (std::log(se) + mx - lg[i * V + tg[i]]);
+        den += w[i];
+    }
+    const double logged = icl::read_csv(d + "/run/log.csv").col("loss")[1];
+    CHECK(std::fabs(num / den - logged) <= 2e-6 * logged);  // fp32 logits and loss vs this double sum (measured ~1e-7)
+
+    // CGT: the aux pass's start positions are part of the batch
+    r = run("train_cgt --preset tiny --steps 1 --dump-npy " + d + "/cdump --out " + d + "/crun");
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    CHECK(fs::exists(d + "/cdump/batch.aux_start.npy"));
+    CHECK(icl::npy_load(d + "/cdump/batch.aux_start.npy").shape == icl::Shape{icl::npy_load(d + "/cdump/batch.tokens.npy").shape[0]});
+    fs::remove_all(d);
+}
+
+TEST_CASE("--beta1 --beta2 --adam-eps --weight-decay reach AdamW; out-of-range values are usage errors") {
+    const std::string d = tmp_dir("flags");
+    auto options = [&](std::vector<std::string> args) {
+        icl::Cli cli("t", "test");
+        icl::add_common_flags(cli, {});
+        icl::add_train_flags(cli);
+        cli.parse(args);
+        return icl::train_options(cli, "t", d, 1, 10);
+    };
+    icl::TrainOptions o = options({});
+    CHECK(o.adam.beta1 == 0.9f);
+    CHECK(o.adam.beta2 == 0.95f);
+    CHECK(o.adam.eps == 1e-8f);
+    o = options({"--beta1", "0.8", "--beta2", "0.999", "--adam-eps", "1e-6", "--weight-decay", "0.1"});
+    CHECK(o.adam.beta1 == 0.8f);
+    CHECK(o.adam.beta2 == 0.999f);
+    CHECK(o.adam.eps == 1e-6f);
+    CHECK(o.adam.weight_decay == 0.1f);
+    for (auto bad : {std::vector<std::string>{"--beta2", "1"}, {"--beta1", "-0.1"}, {"--adam-eps", "0"}, {"--beta2", "nan"}})
+        CHECK_THROWS_AS(options(bad), icl::Error);
+    // the paper presets use spec/cgt.md's optimizer: β = (0.9, 0.999), cosine to 0 (one step of the paper's baseline)
+    Result r = run("train_gpt --preset paper-arith --steps 1 --batch 2 --eval-batches 1 --out " + d + "/paper");
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    nlohmann::json s = nlohmann::json::parse(icl_test::slurp(d + "/paper/summary.json"));
+    CHECK(s["flags"]["beta2"] == "0.999");
+    CHECK(s["flags"]["min-lr-frac"] == "0");
+    fs::remove_all(d);
+}
+
+TEST_CASE("val_answer_acc is a number with 1 or 2 examples per task (the last example is scored)") {
+    const std::string d = tmp_dir("nex");
+    for (const char* n : {"1", "2"}) {
+        Result r = run(std::string("train_gpt --preset tiny --steps 2 --n-ex ") + n + " --out " + d + "/r" + n);
+        REQUIRE_MESSAGE(r.code == 0, r.err);
+        nlohmann::json s = nlohmann::json::parse(icl_test::slurp(d + "/r" + n + "/summary.json"));
+        CAPTURE(n);
+        CHECK(s["final_val_answer_acc"].is_number());
+    }
+    fs::remove_all(d);
+}
+}
