@@ -63,6 +63,8 @@ int run(int argc, char** argv) {
                         "regularized / augmented / negative-sample attentions on in-context regression (spec/duallens.md).");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
+    // no subcommand reads or writes a checkpoint; only check dumps (the shared flags, refused rather than ignored)
+    refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0], {{"--load", {}}, {"--save", {}}, {"--dump-npy", {"check"}}});
     const Device dev = apply_run_flags(cli).dev;
     if (dev != Device::cpu) fail("duallens: the dual checks and the experiment run on the CPU; use --device cpu (the modified attentions run on the GPU "
                                  "through train_gpt --attn-mod ... --device cuda)");

@@ -39,22 +39,14 @@ const std::vector<Subcommand> kSubcommands = {
 };
 
 // The flags only some subcommands read: given to another, they are refused rather than ignored.
-void check_subcommand_flags(const Cli& cli, const std::string& sub) {
-    const std::vector<std::pair<const char*, std::vector<std::string>>> only = {
-        {"--resume", {"train"}}, {"--save-every", {"train"}}, {"--dump-step", {"train", "e2"}}, {"--dump-npy", {"train", "e2"}},
-        {"--eval-batches", {"eval"}}, {"--task", {"train", "eval"}}, {"--data", {"train", "eval"}}, {"--prompt", {"convert", "generate"}},
-        {"--p0", {"convert"}}, {"--save", {"train", "convert"}}, {"--load", {"train", "convert", "eval", "generate", "e2", "e4"}},
-        {"--trials", {"e1", "e2", "e4"}}, {"--sizes", {"e1"}}, {"--M", {"e1", "e4"}}, {"--N", {"e1", "e4"}}, {"--seeds", {"e3"}},
-        {"--replot", {"e3"}}, {"--Ms", {"bench"}}, {"--Ts", {"bench"}}, {"--gen", {"bench", "generate"}}, {"--features", {"e4"}},
-        {"--orf", {"e4"}}, {"--attn-std", {"e4"}},
-    };
-    for (auto& f : only)
-        if (cli.given(f.first) && std::find(f.second.begin(), f.second.end(), sub) == f.second.end()) {
-            std::string subs;
-            for (auto& x : f.second) subs += (subs.empty() ? "" : ", ") + x;
-            fail_usage(std::string(f.first) + ": iclca " + sub + " does not use it (only " + subs + ")");
-        }
-}
+const FlagUsers kFlagUsers = {
+    {"--resume", {"train"}}, {"--save-every", {"train"}}, {"--dump-step", {"train", "e2"}}, {"--dump-npy", {"train", "e2"}},
+    {"--eval-batches", {"eval"}}, {"--task", {"train", "eval"}}, {"--data", {"train", "eval"}}, {"--prompt", {"convert", "generate"}},
+    {"--p0", {"convert"}}, {"--save", {"train", "convert"}}, {"--load", {"train", "convert", "eval", "generate", "e2", "e4"}},
+    {"--trials", {"e1", "e2", "e4"}}, {"--sizes", {"e1"}}, {"--M", {"e1", "e4"}}, {"--N", {"e1", "e4"}}, {"--seeds", {"e3"}},
+    {"--replot", {"e3"}}, {"--Ms", {"bench"}}, {"--Ts", {"bench"}}, {"--gen", {"bench", "generate"}}, {"--features", {"e4"}},
+    {"--orf", {"e4"}}, {"--attn-std", {"e4"}},
+};
 
 void register_flags(Cli& cli) {
     add_common_flags(cli, {"10000", "32", "1e-3", "1"});
@@ -101,7 +93,7 @@ int run(int argc, char** argv) {
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
     const std::string sub = cli.args().empty() ? "" : cli.args()[0];
-    check_subcommand_flags(cli, sub);
+    refuse_unused_flags(cli, sub, kFlagUsers);
     if (sub == "train") resume_flags(cli);  // --resume: the run's flags from its checkpoint
     const Device dev = apply_run_flags(cli).dev;
     if (cli.args().empty() || cli.args()[0] != "e3") {  // --seeds is e3's: the others' provenance says one seed

@@ -75,6 +75,10 @@ int run(int argc, char** argv) {
     Cli cli("tint", "TinT: a simulator transformer that runs, back-propagates and fine-tunes a small auxiliary transformer stored in prefix tokens.");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
+    // the checkpoint and dump flags, where a subcommand does not read them, are refused rather than ignored
+    refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0],
+                        {{"--save", {"train"}}, {"--load", {"check", "params", "lm", "fewshot", "eps", "bench"}},
+                         {"--dump-npy", {"train", "lm", "fewshot", "check"}}});
     const Device dev = apply_run_flags(cli).dev;
     if (dev != Device::cpu) fail("tint: the simulator runs on the CPU only; use --device cpu");
     return run_subcommand(cli, kSubcommands);

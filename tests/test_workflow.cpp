@@ -128,6 +128,11 @@ TEST_CASE("a resume that cannot continue the run is refused in one line") {
         {"train_cgt --resume " + ck, 1, "'gpt' model"},
         {"iclca e1 --save-every 5", 2, "--save-every: iclca e1 does not use it"},
         {"iclca e1 --resume " + ck, 2, "--resume: iclca e1 does not use it"},
+        {"iclca e3 --load " + ck, 2, "--load: iclca e3 does not use it"},
+        {"iclca e2 --load " + ck + " --layers 3", 1, "'gpt' model, not a kernel LM"},
+        {"duallens features --load /nonexistent.safetensors", 2, "--load: duallens features does not use it"},
+        {"duallens check --save x.safetensors", 2, "--save: duallens check does not use it"},
+        {"tint eps --save x.safetensors", 2, "--save: tint eps does not use it (only train)"},
     };
     for (const Case& c : cases) {
         Result r = run(c.cmd);

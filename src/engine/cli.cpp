@@ -363,6 +363,15 @@ void add_subcommands(Cli& cli, const std::vector<Subcommand>& table) {
     cli.positionals("SUBCOMMAND (" + subcommand_list(table) + ")", 1, 1);
 }
 
+void refuse_unused_flags(const Cli& cli, const std::string& sub, const FlagUsers& users) {
+    for (auto& f : users) {
+        if (!cli.given(f.first) || std::find(f.second.begin(), f.second.end(), sub) != f.second.end()) continue;
+        std::string subs;
+        for (auto& x : f.second) subs += (subs.empty() ? "" : ", ") + x;
+        fail_usage(f.first + ": " + cli.program() + " " + sub + " does not use it" + (subs.empty() ? "" : " (only " + subs + ")"));
+    }
+}
+
 int run_subcommand(const Cli& cli, const std::vector<Subcommand>& table) {
     const std::string& sub = cli.args().at(0);
     for (const Subcommand& c : table)

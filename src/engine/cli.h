@@ -111,6 +111,10 @@ struct Subcommand {
     int (*run)(const Cli&);
 };
 void add_subcommands(Cli& cli, const std::vector<Subcommand>& table);
+// The flags only some subcommands read, as (flag, the subcommands that read it; empty = none): a flag given on the
+// command line to any other is refused (exit 2, "--save: iclca e1 does not use it (only train, convert)").
+using FlagUsers = std::vector<std::pair<std::string, std::vector<std::string>>>;
+void refuse_unused_flags(const Cli& cli, const std::string& sub, const FlagUsers& users);
 int run_subcommand(const Cli& cli, const std::vector<Subcommand>& table);
 
 // Every binary's main():   int main(int argc, char** argv) { return icl::cli_main(argc, argv, run); }
