@@ -50,7 +50,7 @@ int run(int argc, char** argv) {
     const std::string model_kind = cli.get_choice("--model", {"gpt", "cgt"});
     std::string task = cli.get_choice("--task", {"arith", "linreg", "random"});
     const int B = (int)cli.get_int("--batch", 1, 4096), T = (int)cli.get_int("--seq", 1, 1 << 16);
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     const double h = cli.get_double("--h", 1e-12, 1);
     // tolerances: the flag when given, else the mode's default (finite differences in fp64 | fp32 vs fp64)
     const bool comparing = !cli.get("--devices").empty();

@@ -56,7 +56,7 @@ int run(int argc, char** argv) {
     const RunEnv env = apply_run_flags(cli);
     const int threads = env.threads;
     const Device dev = env.dev;
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     const int steps = (int)cli.get_int("--steps", 1, 100000000), B = (int)cli.get_int("--batch", 1, 1 << 20);
 
     // the task: training stream + fixed validation set

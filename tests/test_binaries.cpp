@@ -50,6 +50,12 @@ TEST_CASE("bad flags: one line naming the problem, exit code 2") {
         {"gradcheck --model cgt --wC 0.1", "--wC: renamed --wc"},
         {"bench cgt --wD 0.1", "--wD: renamed --wd"},
         {"gradcheck --compare cpu,cpu", "--compare: renamed --devices"},
+        // integers: checked in 64 bits before narrowing, no hexadecimal
+        {"train_gpt --steps 0x10", "--steps: expected an integer, got '0x10'"},
+        {"duallens experiment --eval-every 4294967296", "--eval-every: must be in [1, 2147483647]"},
+        {"iclca train --steps 4294967297", "--steps: must be in [1, 100000000]"},
+        {"train_gpt --save-every 4294967297", "--save-every: must be in [0, 1073741824]"},
+        {"train_gpt --seed -1", "--seed: must be in [0,"},
     };
     for (auto& c : cases) {
         Result r = run(c.cmd);

@@ -196,12 +196,14 @@ int64_t Cli::get_int(const std::string& name, int64_t min, int64_t max) const {
     if (v.empty()) fail_usage(name + " needs a value");
     char* end = nullptr;
     errno = 0;
-    double d = std::strtod(v.c_str(), &end);  // accept 1e4 style integers
+    double d = std::strtod(v.c_str(), &end);  // accept 1e4 style integers (not hexadecimal ones)
     if (end == v.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(d) || d != std::floor(d) ||
-        std::fabs(d) > 9e15)
+        std::fabs(d) > 9e15 || v.find_first_of("xX") != std::string::npos)
         fail_usage(name + ": expected an integer, got '" + v + "'");
     int64_t x = (int64_t)d;
     if (x < min || x > max) {
+        if (max == INT32_MAX) fail_usage(strfmt("%s: must be in [%lld, %d] (the largest count a flag takes), got %s", name.c_str(), (long long)min,
+                                                INT32_MAX, v.c_str()));
         if (max == INT64_MAX) fail_usage(strfmt("%s: must be >= %lld, got %s", name.c_str(), (long long)min, v.c_str()));
         fail_usage(strfmt("%s: must be in [%lld, %lld], got %s", name.c_str(), (long long)min, (long long)max, v.c_str()));
     }
@@ -219,6 +221,8 @@ double Cli::get_double(const std::string& name, double min, double max) const {
     if (d < min || d > max) fail_usage(strfmt("%s: must be in [%g, %g], got %s", name.c_str(), min, max, v.c_str()));
     return d;
 }
+
+uint64_t Cli::get_seed() const { return (uint64_t)get_int("--seed", 0, (int64_t)9e15); }
 
 std::string Cli::get_choice(const std::string& name, const std::vector<std::string>& choices) const {
     std::string v = get(name), all;
@@ -333,7 +337,7 @@ RunEnv apply_run_flags(const Cli& cli) {
     RunRecord r;  // for every summary.json / CSV / table.md this run writes (engine/provenance.h)
     r.threads = e.threads;
     r.dev = e.dev;
-    if (cli.has_flag("--seed")) r.seed = cli.get_int("--seed", 0);
+    if (cli.has_flag("--seed")) r.seed = cli.get_seed();
     if (cli.has_flag("--seeds")) r.seeds = (int)cli.get_int("--seeds", 1, 1000);
     set_run_record(r);
     return e;

@@ -12,6 +12,7 @@
 // thrown as icl::Error with exit code 2.
 #pragma once
 #include <cstdint>
+#include <climits>
 #include <map>
 #include <string>
 #include <utility>
@@ -56,7 +57,10 @@ public:
     bool given(const std::string& name) const;       // set explicitly on the command line?
     bool has_value(const std::string& name) const;   // non-empty after preset/default
     bool get_bool(const std::string& name) const;
-    int64_t get_int(const std::string& name, int64_t min = INT64_MIN, int64_t max = INT64_MAX) const;
+    // An integer in [min, max], checked in 64 bits before any narrowing; the default max is INT32_MAX, so the value fits
+    // an int. Accepts 1e4-style integers, refuses fractions, hexadecimal, NaN and infinities.
+    int64_t get_int(const std::string& name, int64_t min = INT64_MIN, int64_t max = INT32_MAX) const;
+    uint64_t get_seed() const;  // --seed: an integer in [0, 9e15]
     double get_double(const std::string& name, double min = -1e308, double max = 1e308) const;
     std::string get_choice(const std::string& name, const std::vector<std::string>& choices) const;
     // Comma lists ("a,b,c"; an empty value is the empty list; an empty item is refused).

@@ -383,7 +383,7 @@ std::string text_table_markdown(const std::vector<std::string>& variants, const 
 
 int cgt_compare(const Cli& cli, const std::vector<std::string>& variants, const CGTConfig& cfg, const CGTLoss& loss, Device dev, int threads) {
     const double t0 = now_seconds();
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     const int seeds = (int)cli.get_int("--seeds", 1, 1000);
     const int steps = (int)cli.get_int("--steps", 0, 100000000), B = (int)cli.get_int("--batch", 1, 1 << 20);
     const ExperimentOptions eo = experiment_options_from_cli(cli);

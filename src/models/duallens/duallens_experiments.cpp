@@ -37,7 +37,7 @@ namespace icl::duallens_cmd {
 // ---- check ---------------------------------------------------------------------------------------------------------
 
 int cmd_check(const Cli& cli) {
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     std::string dir = subcommand_run_dir(cli, "duallens", "check");
     const double t0 = now_seconds();
     std::vector<CheckResult> res = duallens_checks(seed);
@@ -111,7 +111,7 @@ int cmd_check(const Cli& cli) {
 // ---- features ------------------------------------------------------------------------------------------------------
 
 int cmd_features(const Cli& cli) {
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     std::vector<int64_t> drs64 = cli.get_int_list("--features", 1, 1 << 22);
     const int seeds = (int)cli.get_int("--feature-seeds", 1, 100000);
     std::vector<int> drs(drs64.begin(), drs64.end());
@@ -280,7 +280,7 @@ int cmd_experiment(const Cli& cli) {
     const double lr = cli.get_double("--lr", 0, 10);
     const int warmup = (int)cli.get_int("--warmup", 0);
     const double init_std = cli.get_double("--init-std", 0, 100);
-    const uint64_t seed0 = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed0 = cli.get_seed();
     RegTask task;
     task.d = (int)cli.get_int("--dim", 1, 1000);
     task.N = (int)cli.get_int("--pairs", 1, 100000);

@@ -207,7 +207,7 @@ static std::string prompt_text(const Cli& cli) {
 
 int cmd_train(const Cli& cli) {
     const std::string task = cli.get_choice("--task", {"induction", "text"});
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     const int steps = (int)cli.get_int("--steps", 1, 100000000), T = (int)cli.get_int("--seq", 2, 1 << 20);
     const int B = (int)cli.get_int("--batch", 1, 1 << 20);
     if (task == "text" && !cli.has_value("--data")) fail_usage("--task text needs --data FILE");
@@ -248,7 +248,7 @@ int cmd_eval(const Cli& cli) {
     if (!cli.has_value("--load")) fail_usage("eval needs --load CKPT (a kernel LM from iclca train or iclca convert)");
     const std::string task = cli.get_choice("--task", {"induction", "text"});
     if (task == "text" && !cli.has_value("--data")) fail_usage("--task text needs --data FILE");
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     const int T = (int)cli.get_int("--seq", 2, 1 << 20), B = (int)cli.get_int("--batch", 1, 1 << 20);
     const int nb = (int)cli.get_int("--eval-batches", 1, 1 << 20);
     const std::string path = cli.get("--load");
@@ -431,7 +431,7 @@ int cmd_e1(const Cli& cli) {
 }
 
 int cmd_e2(const Cli& cli) {
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     const int T = (int)cli.get_int("--seq", 4, 1 << 20), chains = (int)cli.get_int("--trials", 1, 1 << 20);
     std::string dir = subcommand_run_dir(cli, "iclca", "e2");
     KernelLM<float> m(kernel_lm_config(cli, INDUCTION_VOCAB, "induction"), Device::cpu, seed);  // --load's architecture
@@ -539,7 +539,7 @@ int cmd_e4(const Cli& cli) {
     std::vector<int64_t> ms = cli.get_int_list("--features", 1, 1 << 20);
     const bool orf = cli.get_int("--orf", 0, 1) != 0;
     const double astd = cli.get_double("--attn-std", 0, 100);
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     GPTConfig gc;
     std::string source = "random init";
     if (cli.has_value("--load")) {

@@ -83,7 +83,7 @@ GPTConfig loaded_config(const Cli& cli) {
 
 // Train the auxiliary model (AdamW, the engine's trainer) on text or the few-shot task; returns it.
 GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string& dir, const std::string& save, TextData* text_out) {
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     const int steps = (int)cli.get_int("--steps", 1, 100000000), B = (int)cli.get_int("--batch", 1, 1 << 20);
     const int T = (int)cli.get_int("--seq", 2, 1 << 14);
     TextData text;
@@ -134,7 +134,7 @@ void write_summary(const std::string& dir, const Cli& cli, nlohmann::json j) {
 // ---- check ------------------------------------------------------------------------------------------------
 
 int cmd_check(const Cli& cli) {
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     const int k = (int)cli.get_int("--k", 0), s = (int)cli.get_int("--s", 0);
     CheckSetup su(cli, seed, 7);
     auto& [g, aux, aux32, c, in] = su;  // the auxiliary model (fp64, fp32), the TinT config, the sequence
@@ -303,7 +303,7 @@ int cmd_train(const Cli& cli) {
 
 int cmd_bench(const Cli& cli) {
     std::string dir = subcommand_run_dir(cli, "tint", "bench");
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     GPTConfig g = cli.has_value("--load") ? loaded_config(cli) : aux_config(cli, 256);
     GPT<float> aux(g, Device::cpu, seed);
     if (cli.has_value("--load")) aux.s.load(cli.get("--load"));

@@ -263,7 +263,7 @@ Batch single_batch(const TintInput& in) {
 
 int cmd_fewshot(const Cli& cli) {
     // every flag is checked before the (possibly long) training of the auxiliary model
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     const int n_demos = (int)cli.get_int("--demos", 1, 64), n_test = (int)cli.get_int("--episodes", 1, 1 << 20),
               n_dev = (int)cli.get_int("--dev-episodes", 1, 1 << 20);
     const std::vector<double> etas = cli.has_value("--etas") ? cli.get_double_list("--etas", 0, 1e6) : std::vector<double>{3e-3, 1e-2, 3e-2, 1e-1, 3e-1};
@@ -404,7 +404,7 @@ int cmd_fewshot(const Cli& cli) {
 
 int cmd_eps(const Cli& cli) {
     std::string dir = subcommand_run_dir(cli, "tint", "eps");
-    const uint64_t seed = (uint64_t)cli.get_int("--seed", 0);
+    const uint64_t seed = cli.get_seed();
     CheckSetup su(cli, seed, 3);
     auto& [g, aux, aux32, c, in] = su;  // the auxiliary model (fp64, fp32), the TinT config, the sequence
     const int T = in.T;
