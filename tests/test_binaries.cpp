@@ -78,6 +78,12 @@ TEST_CASE("bad files: a clear message and a non-zero exit") {
     CHECK(r.err.find("icl_not_a_ckpt.safetensors") != std::string::npos);
     CHECK(lines(r.err) == 1);
     std::remove("/tmp/icl_not_a_ckpt.safetensors");
+    // an unwritable --save is found before training, not after it (100000 steps would take hours)
+    r = run("train_gpt --steps 100000 --save /nonexistent_dir/m.safetensors --out /tmp/icl_unwritable_" + std::to_string(getpid()));
+    CHECK(r.code == 1);
+    CHECK(r.err.find("cannot write /nonexistent_dir/m.safetensors") != std::string::npos);
+    CHECK(r.err.find("step ") == std::string::npos);
+    std::system(("rm -rf /tmp/icl_unwritable_" + std::to_string(getpid())).c_str());
 }
 
 TEST_CASE("--device cuda in a build without CUDA says so") {

@@ -248,6 +248,20 @@ TEST_CASE("a NaN loss or gradient stops training, names the step/tensor, and kee
     CHECK_FALSE(std::isfinite(g.s.update(AdamWConfig{}, 1e-3)));
     CHECK(g.s.first_nonfinite_grad() == "h.0.attn.proj.w");
     CHECK(g.s.to_host(g.s.params, 0, g.s.ptable.total) == before);  // nothing was applied
+    // a NaN where the loss never looks (a position row beyond T = 16 of a 32-row table): the loss and gradients stay
+    // finite, but the run stops before saving it, naming the tensor and the checkpoint that really remains
+    GPTConfig c32 = tiny_cfg(16);
+    c32.maxT = 32;
+    GPT<float> q(c32, Device::cpu, 1);
+    q.s.upload(q.s.params, q.s.ptable.offset("wpe") + 20 * c32.C, &nan, 1);
+    TrainOptions oq = o;
+    oq.save_every = 2;
+    oq.run_dir = dir + "/q";
+    make_dirs(oq.run_dir);
+    CHECK_THROWS_WITH_AS(train(q, oq, [&](int) { return bt; }, nullptr),
+                         doctest::Contains("step 2: parameter 'wpe' holds a NaN or Inf; stopping without saving (last good checkpoint: none written by this run)"),
+                         Error);
+    CHECK_FALSE(std::ifstream(dir + "/q/checkpoint-2.safetensors").good());
     std::system(("rm -rf " + dir).c_str());
 }
 }

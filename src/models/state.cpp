@@ -107,16 +107,22 @@ double ModelState<real>::update(const AdamWConfig& cfg, double lr) {
     return norm;
 }
 
+// The first tensor of `table` with a NaN/Inf in `host` (laid out as the table says), or "".
 template <typename real>
-std::string ModelState<real>::first_nonfinite_grad() {
-    std::vector<real> g = to_host(grads, 0, ptable.total);
-    for (size_t i = 0; i < ptable.size(); i++) {
-        const real* p = g.data() + ptable.offsets[i];
-        for (int64_t k = 0; k < ptable.specs[i].numel(); k++)
-            if (!std::isfinite((double)p[k])) return ptable.specs[i].name;
+static std::string first_nonfinite(const TensorTable& table, const std::vector<real>& host) {
+    for (size_t i = 0; i < table.size(); i++) {
+        const real* p = host.data() + table.offsets[i];
+        for (int64_t k = 0; k < table.specs[i].numel(); k++)
+            if (!std::isfinite((double)p[k])) return table.specs[i].name;
     }
     return "";
 }
+
+template <typename real>
+std::string ModelState<real>::first_nonfinite_param() { return first_nonfinite(ptable, to_host(params, 0, ptable.total)); }
+
+template <typename real>
+std::string ModelState<real>::first_nonfinite_grad() { return first_nonfinite(ptable, to_host(grads, 0, ptable.total)); }
 
 template <typename real>
 std::vector<real> ModelState<real>::to_host(const Buffer<real>& buf, size_t offset, size_t n) const {

@@ -63,6 +63,9 @@ struct ModelState {
     double update(const AdamWConfig& cfg, double lr);
     // Name of the first parameter whose gradient holds a NaN/Inf ("" if none).
     std::string first_nonfinite_grad();
+    // Name of the first parameter holding a NaN/Inf ("" if none): checked before every save, since a parameter
+    // the loss does not read (position rows beyond T) can hold one without the loss showing it.
+    std::string first_nonfinite_param();
 
     // --- host transfer ---
     std::vector<real> to_host(const Buffer<real>& buf, size_t offset, size_t n) const;

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "engine/fileio.h"
 #include "engine/provenance.h"
 #include "engine/run.h"
 
@@ -83,6 +84,7 @@ TrainOptions train_options(const Cli& cli, const std::string& binary, const std:
     o.run_dir = run_dir;
     make_dirs(o.run_dir);
     o.save_path = cli.has_value("--save") ? cli.get("--save") : o.run_dir + "/model.safetensors";
+    check_writable(o.save_path);  // before the run, not after it (a directory, a special file, no permission)
     o.dump_dir = cli.get("--dump-npy");
     o.dump_step = (int)cli.get_int("--dump-step", 1, 1 << 30) - 1;
     if (!o.dump_dir.empty() && o.dump_step >= steps)

@@ -189,12 +189,21 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
         }
         log.row(row);
         progress.update(step, loss, tps, extra);
-        if (o.save_every > 0 && (step + 1) % o.save_every == 0) {
+        const bool save_ckpt = o.save_every > 0 && (step + 1) % o.save_every == 0, save_final = last && !o.save_path.empty();
+        if (save_ckpt || save_final) {  // never save a non-finite parameter, even one the loss does not read
+            const std::string bad = m.s.first_nonfinite_param();
+            if (!bad.empty()) {
+                progress.finish();
+                fail(strfmt("step %d: parameter '%s' holds a NaN or Inf; stopping without saving (last good checkpoint: %s)", step + 1,
+                            bad.c_str(), last_ckpt.c_str()));
+            }
+        }
+        if (save_ckpt) {
             const std::string path = o.run_dir + strfmt("/checkpoint-%d.safetensors", step + 1);
             m.s.save_resumable(path, train_state_metadata(o, rs, step + 1, loss));
             last_ckpt = path;
         }
-        if (last && !o.save_path.empty()) m.s.save(o.save_path, {{"step", std::to_string(step + 1)}, {"loss", strfmt("%.6g", loss)}});
+        if (save_final) m.s.save(o.save_path, {{"step", std::to_string(step + 1)}, {"loss", strfmt("%.6g", loss)}});
         r.steps_done = step + 1;
     }
     progress.finish();
