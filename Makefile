@@ -13,6 +13,7 @@
 # Portable build (no -march=native, e.g. for a binary you copy to another machine):
 #   make ARCH_FLAGS="-mavx2 -mfma"      or      make ARCH_FLAGS=
 SHELL      := /bin/bash
+.DEFAULT_GOAL := all   # a bare `make` builds every CPU binary (the provenance rule below would otherwise be the first)
 CXX        ?= g++
 ARCH_FLAGS ?= -march=native
 OPT_FLAGS  ?= -O3

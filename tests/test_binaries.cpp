@@ -78,6 +78,13 @@ TEST_CASE("bad files: a clear message and a non-zero exit") {
     CHECK(r.err.find("icl_not_a_ckpt.safetensors") != std::string::npos);
     CHECK(lines(r.err) == 1);
     std::remove("/tmp/icl_not_a_ckpt.safetensors");
+    // a configuration that cannot fit in memory is refused up front with the estimate (58 TB of validation data here),
+    // not in the OOM killer
+    r = run("train_gpt --batch 1000000 --eval-batches 10000 --out /tmp/icl_oom_" + std::to_string(getpid()));
+    CHECK(r.code == 1);
+    CHECK(r.err.find("error: out of memory: the validation set and a training batch (10000 + 1 batches of 1000000 x 243) need") != std::string::npos);
+    CHECK(lines(r.err) == 1);
+    std::system(("rm -rf /tmp/icl_oom_" + std::to_string(getpid())).c_str());
     // an unwritable --save is found before training, not after it (100000 steps would take hours)
     r = run("train_gpt --steps 100000 --save /nonexistent_dir/m.safetensors --out /tmp/icl_unwritable_" + std::to_string(getpid()));
     CHECK(r.code == 1);

@@ -55,8 +55,11 @@ Task::Task(const Cli& cli, int B_, uint64_t seed)
     max_T = maxT > 0 ? maxT : T;
     if (max_T < T) fail_usage(strfmt("--max-T: %d is shorter than the task's sequence length %d", max_T, T));
 
-    // the fixed validation set
+    // the fixed validation set (estimated first: inputs, targets, mask and positions per position; arith keeps its
+    // sequences too)
     eval_batches = (int)cli.get_int("--eval-batches", 1, 10000);
+    const double per_pos = 4.0 * (d_in > 0 ? d_in : 1) + 4.0 * (d_out > 0 ? d_out : 1) + 8 + (kind == "arith" ? 8 : 0);
+    check_host_memory((eval_batches + 1.0) * B * T * per_pos, strfmt("the validation set and a training batch (%d + 1 batches of %d x %d)", eval_batches, B, T));
     val_samples.resize(eval_batches);
     for (int i = 0; i < eval_batches; i++) {
         if (kind == "arith") val.push_back(arith_batch(arith, B, val_rng_, &val_samples[i]));

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <new>
 #include <sstream>
 
 #include "engine/common.h"
@@ -350,6 +351,10 @@ int cli_main(int argc, char** argv, int (*run)(int, char**)) {
         std::fflush(stdout);
         std::fprintf(stderr, "error: %s\n", e.what());
         return e.exit_code;
+    } catch (const std::bad_alloc&) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "error: out of memory (reduce --batch, --seq or the model size)\n");
+        return 1;
     } catch (const std::exception& e) {
         std::fflush(stdout);
         std::fprintf(stderr, "error: %s\n", e.what());

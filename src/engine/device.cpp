@@ -1,6 +1,7 @@
 // device.cpp — CPU side of device.h; the CUDA side lives in cuda/cuda_device.cu (built by `make cuda`).
 #include "engine/device.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -51,9 +52,30 @@ void require_device(Device d) {
 #endif
 }
 
+// MemAvailable of /proc/meminfo in bytes, or -1 where it cannot be read.
+static double host_available_bytes() {
+    std::FILE* f = std::fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    std::fclose(f);
+    return kb < 0 ? -1 : kb * 1024.0;
+}
+
+void check_host_memory(double bytes, const std::string& what) {
+    if (bytes < (double)(64 << 20)) return;  // small requests: not worth reading /proc
+    const double avail = host_available_bytes();
+    if (avail >= 0 && bytes > avail)
+        fail(strfmt("out of memory: %s need %.2f GiB, the machine has %.2f GiB available (reduce --batch, --seq or the model size)",
+                    what.c_str(), bytes / 1073741824.0, avail / 1073741824.0));
+}
+
 void* device_alloc(Device d, size_t bytes) {
     if (bytes == 0) bytes = 64;
     if (d == Device::cpu) {
+        check_host_memory((double)bytes, "one buffer would");
         size_t rounded = (bytes + 63) / 64 * 64;
         void* p = std::aligned_alloc(64, rounded);
         if (!p) fail(strfmt("out of host memory allocating %.1f MiB", bytes / 1048576.0));

@@ -5,7 +5,10 @@
 // the GPU fails with "built without CUDA" instead of crashing.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
+
+#include "engine/common.h"
 
 namespace icl {
 
@@ -26,6 +29,9 @@ void set_tf32(bool on);
 bool tf32_enabled();
 
 void* device_alloc(Device d, size_t bytes);  // zero-filled, 64-byte aligned on the CPU
+// Refuse (icl::Error, one line with both sizes) `bytes` more of host memory when the machine has less available
+// (MemAvailable): an oversized configuration fails up front instead of in the OOM killer. `what` names it.
+void check_host_memory(double bytes, const std::string& what);
 void device_free(Device d, void* p);
 void device_zero(Device d, void* p, size_t bytes);
 enum class Copy { host_to_device, device_to_host, device_to_device };
@@ -39,7 +45,11 @@ struct Buffer {
     real* ptr = nullptr;
     size_t n = 0;
     Buffer() = default;
-    Buffer(Device d, size_t count) : dev(d), ptr((real*)device_alloc(d, count * sizeof(real))), n(count) {}
+    Buffer(Device d, size_t count) : dev(d), ptr((real*)device_alloc(d, bytes_of(count))), n(count) {}
+    static size_t bytes_of(size_t count) {  // count · sizeof(real), refused rather than wrapped around
+        if (count > (SIZE_MAX >> 1) / sizeof(real)) fail("a buffer of " + std::to_string(count) + " elements is beyond any memory");
+        return count * sizeof(real);
+    }
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
     Buffer(Buffer&& o) noexcept { *this = std::move(o); }

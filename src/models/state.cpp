@@ -77,6 +77,8 @@ void ModelState<real>::randomize_params(uint64_t seed, double std) {
 
 template <typename real>
 void ModelState<real>::alloc_acts() {
+    if (dev == Device::cpu)  // the whole estimate before any of it is allocated
+        check_host_memory(((double)atable.total + gtable.total) * sizeof(real), strfmt("the activations and their gradients (%s model)", kind.c_str()));
     ensure_size(acts, dev, atable.total);
     ensure_size(dacts, dev, gtable.total);
 }
