@@ -9,6 +9,8 @@
 #   make cuda         every binary (and build-cuda/test_icl) with the CUDA backend, into build-cuda/ (needs nvcc)
 #   make test-cuda    make cuda, then run the whole test suite from build-cuda/ (the CUDA tests need a GPU)
 #   make deps         install the Debian packages the build needs (as root) or print the command
+#   make fuzz         one libFuzzer binary per file reader into build-fuzz/ (needs clang++; tests/fuzz/)
+#   make fuzz-run     make fuzz, then each target FUZZ_SECONDS (20) from its seed corpus; a crash fails
 #
 # Portable build (no -march=native, e.g. for a binary you copy to another machine):
 #   make ARCH_FLAGS="-mavx2 -mfma"      or      make ARCH_FLAGS=
@@ -38,7 +40,7 @@ DEP_INSTALL = apt-get update && apt-get install -y $(DEB_PKGS)
 LIB_SRCS   = $(wildcard src/engine/*.cpp src/layers/*.cpp src/models/*.cpp src/models/*/*.cpp src/data/*.cpp src/report/*.cpp)
 BIN_SRCS   = $(wildcard src/*.cpp)
 TOOL_SRCS  = $(wildcard tools/*.cpp)
-TEST_SRCS  = $(wildcard tests/*.cpp)
+TEST_SRCS  = $(wildcard tests/*.cpp) tests/fuzz/fuzz_targets.cpp
 
 LIB_OBJS   = $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
 
@@ -76,7 +78,7 @@ TOOLS      = $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
 TEST_OBJS  = $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
 TEST_BIN   = $(BUILD)/test_icl
 
-.PHONY: all test run bench reproduce-cpu sanitize deps clean cuda test-cuda
+.PHONY: all test run bench reproduce-cpu sanitize deps clean cuda test-cuda fuzz fuzz-run
 .SECONDARY:
 all: deps $(BINS) $(TOOLS)
 
@@ -155,7 +157,34 @@ sanitize:
 	$(MAKE) BUILD=build-san OPT_FLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	  LDFLAGS="-fsanitize=address,undefined" test
 
+# Fuzzing (tests/fuzz/fuzz_targets.h): the library and the targets built by clang with ASan + UBSan and libFuzzer's
+# instrumentation into build-fuzz/, then one build-fuzz/fuzz_<target> per reader. fuzz-run runs each for
+# FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/<target>/ plus what earlier runs found in
+# build-fuzz/corpus/); a crash is saved in build-fuzz/crashes/<target>/ and fails the run — copy it into
+# tests/fuzz/crashes/<target>/, where `make test` replays it for ever after.
+FUZZ_TARGETS = checkpoint npy csv index_json bpe cli
+FUZZ_SECONDS ?= 20
+FUZZ_FLAGS   = -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+fuzz:
+	@command -v clang++ >/dev/null 2>&1 || { echo "error: make fuzz needs clang++ with libFuzzer and libomp (Debian: clang libomp-dev)"; exit 1; }
+	+$(MAKE) CXX=clang++ BUILD=build-fuzz OPT_FLAGS="$(FUZZ_FLAGS)" ARCH_FLAGS= build-fuzz/libicl.a build-fuzz/tests/fuzz/fuzz_targets.o
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "clang++ … -DICL_FUZZ_TARGET=$$t tests/fuzz/fuzz_main.cpp -o build-fuzz/fuzz_$$t"; \
+	  clang++ -std=c++17 -fopenmp -Isrc $(FUZZ_FLAGS) -fsanitize=fuzzer -DICL_FUZZ_TARGET=$$t tests/fuzz/fuzz_main.cpp \
+	    build-fuzz/tests/fuzz/fuzz_targets.o build-fuzz/libicl.a -o build-fuzz/fuzz_$$t -fopenmp -lm || exit 1; \
+	done
+
+fuzz-run: fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t build-fuzz/crashes/$$t; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s from tests/fuzz/corpus/$$t"; \
+	  UBSAN_OPTIONS=halt_on_error=1 ./build-fuzz/fuzz_$$t build-fuzz/corpus/$$t tests/fuzz/corpus/$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=10 -rss_limit_mb=4096 -max_len=65536 -artifact_prefix=build-fuzz/crashes/$$t/ -print_final_stats=1 >build-fuzz/fuzz_$$t.log 2>&1 \
+	    || { tail -40 build-fuzz/fuzz_$$t.log; echo "error: fuzz_$$t found a crash: build-fuzz/crashes/$$t/"; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|Done" build-fuzz/fuzz_$$t.log | tr '\n' ' '; echo; \
+	done
+
 clean:
-	rm -rf build build-san build-cuda
+	rm -rf build build-san build-cuda build-fuzz
 
 -include $(LIB_OBJS:.o=.d) $(CU_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BIN_SRCS:src/%.cpp=$(BUILD)/src/%.d) $(TOOL_SRCS:tools/%.cpp=$(BUILD)/tools/%.d)

@@ -3,6 +3,7 @@
 // closed form and the spec's table, t-SNE on separable clusters, the frozen-eval batch construction
 // (examples removed, positions absolute), eq. 4, the specialized accuracy against the model's own frozen mode.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -385,6 +386,16 @@ TEST_CASE("BPE: chunks cover the text, merges start with the most frequent pair,
     spit(dir + "/short.bpe", "icl-bpe 1 260\n104 101\n");
     CHECK_THROWS_AS(BPE::load(dir + "/short.bpe"), Error);
     CHECK_THROWS_AS(BPE::load(dir + "/missing.bpe"), Error);
+    // a file crafted to explode (each merge doubles one token: 40 of them would make a 1 TB token) is refused at the
+    // first token longer than the limit, as are an absurd vocabulary and a FIFO (read without blocking)
+    std::string bomb = "icl-bpe 1 300\n97 97\n";
+    for (int i = 257; i < 300; i++) bomb += std::to_string(i - 1) + " " + std::to_string(i - 1) + "\n";
+    spit(dir + "/bomb.bpe", bomb);
+    CHECK_THROWS_WITH_AS(BPE::load(dir + "/bomb.bpe"), doctest::Contains("makes a token of 131072 bytes (at most 65536)"), Error);
+    spit(dir + "/huge.bpe", "icl-bpe 1 2000000000\n");
+    CHECK_THROWS_WITH_AS(BPE::load(dir + "/huge.bpe"), doctest::Contains("declares 2000000000 tokens"), Error);
+    REQUIRE(mkfifo((dir + "/fifo.bpe").c_str(), 0644) == 0);
+    CHECK_THROWS_AS(BPE::load(dir + "/fifo.bpe"), Error);
 }
 
 TEST_CASE("corpus and mixtures: categories from files, val split, joins at a cut in [l_start, l_finish]") {

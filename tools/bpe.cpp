@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/fileio.h"
 #include "data/bpe_tokenizer.h"
 #include "engine/cli.h"
 #include "engine/common.h"
@@ -18,11 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string read_all(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) fail("cannot open '" + path + "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
+    return read_file(path, kMaxTextFileBytes, "text file");  // no FIFO, bounded
 }
 
 // Files named on the command line; a directory stands for every regular file in it.

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/fileio.h"
 #include "engine/cli.h"
 #include "engine/common.h"
 #include "engine/run.h"
@@ -78,8 +79,7 @@ double letter_fraction(const std::string& s) {
 }
 
 std::vector<std::string> read_fortunes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) fail("cannot open '" + path + "'");
+    std::istringstream f(read_file(path, kMaxTextFileBytes, "fortune file"));  // no FIFO, bounded
     std::vector<std::string> docs;
     std::string line, cur;
     while (std::getline(f, line)) {

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "engine/common.h"
+#include "engine/fileio.h"
 #include "engine/run.h"
 
 namespace icl {
@@ -191,17 +192,22 @@ void BPE::save(const std::string& path) const {
 }
 
 BPE BPE::load(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) fail("--tokenizer: cannot open '" + path + "': " + std::strerror(errno));
+    // Opened without blocking (a FIFO is refused), at most 1 GiB; every merge checked before it is applied.
+    std::istringstream f(read_file(path, kMaxTextFileBytes, "--tokenizer file"));
     std::string magic;
     int version = 0, n = 0;
     if (!(f >> magic >> version >> n) || magic != "icl-bpe" || version != 1 || n < 256)
         fail("--tokenizer: '" + path + "' is not an icl-bpe version 1 file (tools/bpe writes them)");
+    if (n > kMaxVocab) fail(strfmt("--tokenizer: '%s' declares %d tokens (at most %d)", path.c_str(), n, kMaxVocab));
     BPE t;
     for (int i = 256; i < n; i++) {
         int a = -1, b = -1;
         if (!(f >> a >> b)) fail(strfmt("--tokenizer: '%s' ends after %d of %d merges", path.c_str(), i - 256, n - 256));
         if (a < 0 || b < 0 || a >= i || b >= i) fail(strfmt("--tokenizer: '%s': merge %d joins ids %d and %d, not earlier tokens", path.c_str(), i - 256, a, b));
+        // merging a token with itself doubles its length: 40 merges would make a 1 TB token
+        if (t.bytes_[a].size() + t.bytes_[b].size() > kMaxTokenBytes)
+            fail(strfmt("--tokenizer: '%s': merge %d makes a token of %zu bytes (at most %d)", path.c_str(), i - 256,
+                        t.bytes_[a].size() + t.bytes_[b].size(), kMaxTokenBytes));
         t.add_merge(a, b);
     }
     std::string extra;

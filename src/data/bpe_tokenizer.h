@@ -25,7 +25,9 @@ public:
 
     // Learn merges on `text` until the vocabulary has `vocab_size` tokens (or no pair occurs twice).
     static BPE train(const std::string& text, int vocab_size);
-    static BPE load(const std::string& path);  // refuses a malformed file with a one-line message
+    // Refuses a malformed file with a one-line message, and one beyond the limits below.
+    static BPE load(const std::string& path);
+    static constexpr int kMaxVocab = 1 << 22, kMaxTokenBytes = 1 << 16;
     void save(const std::string& path) const;
 
     int size() const { return 256 + (int)merges_.size(); }

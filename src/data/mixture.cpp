@@ -1,4 +1,5 @@
 // mixture.cpp — see mixture.h.
+#include "engine/fileio.h"
 #include "data/mixture.h"
 
 #include <algorithm>
@@ -23,8 +24,7 @@ namespace {
 
 // The file's documents: text between lines holding only '%'.
 std::vector<std::string> read_pieces(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) fail("--data: cannot open '" + path + "'");
+    std::istringstream f(read_file(path, kMaxTextFileBytes, "--data corpus file"));  // no FIFO, bounded
     std::vector<std::string> out;
     std::string line, cur;
     auto flush = [&]() {

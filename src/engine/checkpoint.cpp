@@ -92,6 +92,14 @@ static CheckpointInfo checkpoint_info(const SafetensorsFile& f) {
     return ci;
 }
 
+nlohmann::json checkpoint_config_json(const CheckpointInfo& ci) {
+    try {
+        return nlohmann::json::parse(ci.config);
+    } catch (const nlohmann::json::exception& e) {
+        fail("checkpoint " + ci.path + ": its config is not valid JSON (" + e.what() + ")");
+    }
+}
+
 CheckpointInfo read_checkpoint_metadata(const std::string& path) { return checkpoint_info(safetensors_open(path)); }
 
 template <class real>

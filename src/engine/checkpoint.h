@@ -70,6 +70,9 @@ void load_checkpoint(const std::string& path, const std::string& model_kind, con
 template <class real>
 void load_checkpoint_companion(const std::string& path, const TensorTable& table, const std::string& prefix, real* out);
 
+// The config saved in a checkpoint, parsed; a file error naming it when it is not JSON.
+nlohmann::json checkpoint_config_json(const CheckpointInfo& ci);
+
 // Open and fully validate a checkpoint, and return its metadata (without reading the tensors). Refuses
 // non-icl.cpp files and other format versions, like load_checkpoint.
 CheckpointInfo read_checkpoint_metadata(const std::string& path);

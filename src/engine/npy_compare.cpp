@@ -11,6 +11,7 @@
 
 #include "engine/common.h"
 #include "engine/compare.h"
+#include "engine/fileio.h"
 #include "engine/npy.h"
 
 namespace icl {
@@ -42,12 +43,10 @@ DirListing list_dir(const std::string& dir) {
     DirListing d;
     const std::string index = dir + "/index.json";
     if (fs::exists(index, ec)) {
-        std::ifstream f(index);
-        std::stringstream ss;
-        ss << f.rdbuf();
+        const std::string text = read_file(index, kMaxTextFileBytes, "index.json");  // no FIFO, at most 1 GiB
         nlohmann::json j;
         try {
-            j = nlohmann::json::parse(ss.str());
+            j = nlohmann::json::parse(text);
         } catch (const std::exception& e) {
             fail("npydiff: " + index + ": not valid JSON (" + e.what() + ")");
         }
@@ -56,7 +55,7 @@ DirListing list_dir(const std::string& dir) {
             if (!t.contains("name") || !t["name"].is_string() || !t.contains("file") || !t["file"].is_string())
                 fail("npydiff: " + index + ": a tensor entry without name/file");
             d.tensors.push_back({t["name"].get<std::string>(), dir + "/" + t["file"].get<std::string>(),
-                                 short_kind(t.value("kind", std::string()))});
+                                 short_kind(t.contains("kind") && t["kind"].is_string() ? t["kind"].get<std::string>() : std::string())});
         }
         auto str = [&](const char* k) { return j.contains(k) ? (j[k].is_string() ? j[k].get<std::string>() : j[k].dump()) : std::string("?"); };
         d.info = str("device") + ", " + str("model") + ", step " + str("step");

@@ -188,6 +188,8 @@ SafetensorsFile safetensors_open(const std::string& path) {
         });
     } catch (const nlohmann::json::parse_error& e) {
         fail(strfmt("%s: safetensors header is not valid JSON (error at byte %zu)", path.c_str(), (size_t)e.byte));
+    } catch (const nlohmann::json::exception& e) {  // e.g. a number like 1e400 (out_of_range), not a parse error
+        fail(strfmt("%s: safetensors header is not usable JSON (%s)", path.c_str(), e.what()));
     }
     if (!h.is_object()) fail(strfmt("%s: safetensors header is not a JSON object", path.c_str()));
     if (!dup.empty()) fail(strfmt("%s: safetensors header lists '%s' twice", path.c_str(), dup.c_str()));

@@ -79,12 +79,7 @@ Config checkpoint_config(const Cli& cli, const Task& task, const std::string& mo
     const std::string path = architecture_checkpoint(cli), flag = cli.has_value("--resume") ? "--resume" : "--load";
     CheckpointInfo ci = read_checkpoint_metadata(path);
     if (ci.model != model) fail(flag + ": '" + path + "' holds a '" + ci.model + "' model, not '" + model + "'");
-    Config saved;
-    try {
-        saved = Config::from_json(nlohmann::json::parse(ci.config));
-    } catch (const nlohmann::json::exception& e) {
-        fail("checkpoint " + path + ": its config is not valid JSON (" + e.what() + ")");
-    }
+    Config saved = Config::from_json(checkpoint_config_json(ci));
     for (const std::string& f : given_arch_flags(cli, arch_flags))  // the listed flags and the --attn-* ones
         fail_usage(f + ": the architecture comes from " + flag + "; drop the flag");
     task.check_fits(saved.V, saved.d_in, saved.d_out, saved.maxT);

@@ -21,6 +21,7 @@
 #include <optional>
 #include <sstream>
 
+#include "engine/fileio.h"
 #include "engine/cli.h"
 #include "engine/npy.h"
 #include "report/plot.h"
@@ -232,8 +233,7 @@ std::vector<Batch> prompt_chunks(const RegTask& task, int n, uint64_t seed) {
 
 // --retabulate: the results of a finished run, from its runs.csv and curves.csv (fields hold no commas).
 std::vector<std::vector<std::string>> read_rows(const std::string& path, size_t cols) {
-    std::ifstream f(path);
-    if (!f) fail("cannot read " + path);
+    std::istringstream f(read_file(path, kMaxTextFileBytes, "results CSV"));  // no FIFO, bounded
     std::vector<std::vector<std::string>> rows;
     std::string line;
     std::getline(f, line);  // header

@@ -11,6 +11,8 @@
 //   iclca bench    prompted vs converted inference cost over M; training-form throughput vs the softmax GPT over T
 //
 // Runs write to out/iclca/<sub>-<time>/ (or --out): log.csv / table.csv, PNG plots, summary.json.
+#include <sys/stat.h>
+
 #include <omp.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <sstream>
 #include <utility>
 
+#include "engine/fileio.h"
 #include "data/text.h"
 #include "engine/checkpoint.h"
 #include "engine/cli.h"
@@ -161,12 +164,7 @@ static KernelLMConfig kernel_lm_config(const Cli& cli, int V, const std::string&
     if (ck.empty()) return kernel_lm_config_from_cli(cli, V);
     CheckpointInfo ci = read_checkpoint_metadata(ck);
     if (ci.model != "kernel_lm") fail("checkpoint " + ck + " holds a '" + ci.model + "' model, not a kernel LM ('kernel_lm')");
-    KernelLMConfig c;
-    try {
-        c = KernelLMConfig::from_json(nlohmann::json::parse(ci.config));
-    } catch (const nlohmann::json::exception& e) {
-        fail("checkpoint " + ck + ": its config is not valid JSON (" + e.what() + ")");
-    }
+    KernelLMConfig c = KernelLMConfig::from_json(checkpoint_config_json(ci));
     validate_file_config(c, "kernel_lm");
     for (const char* f : {"--layers", "--width", "--heads", "--bias", "--eps"})
         if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from the checkpoint " + ck + "; drop the flag");
@@ -198,8 +196,8 @@ static std::string detokenize(const std::vector<int>& t, int V) {
 // --prompt: the text itself, or the contents of the file it names.
 static std::string prompt_text(const Cli& cli) {
     std::string text = cli.get("--prompt");
-    std::ifstream f(text, std::ios::binary);
-    if (f.good()) { std::stringstream ss; ss << f.rdbuf(); text = ss.str(); }
+    struct stat st;
+    if (::stat(text.c_str(), &st) == 0) text = read_file(text, kMaxTextFileBytes, "--prompt file");  // no FIFO, bounded
     return text;
 }
 
@@ -305,7 +303,7 @@ int cmd_convert(const Cli& cli) {
     if (!cli.has_value("--save")) fail_usage("convert needs --save CKPT2");
     CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
     if (ci.model != "kernel_lm") fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, not 'kernel_lm'");
-    KernelLMConfig c = KernelLMConfig::from_json(nlohmann::json::parse(ci.config));
+    KernelLMConfig c = KernelLMConfig::from_json(checkpoint_config_json(ci));
     KernelLM<float> m(c, Device::cpu, 1);
     m.s.load(cli.get("--load"));
     std::vector<int> prompt = tokenize(prompt_text(cli), c.V);
@@ -547,11 +545,7 @@ int cmd_e4(const Cli& cli) {
         if (ci.model != "gpt") fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, e4 needs a 'gpt' (softmax) checkpoint");
         for (const char* f : {"--layers", "--width", "--heads", "--attn-std"})
             if (cli.given(f)) fail_usage(std::string(f) + ": the GPT comes from --load; drop the flag");
-        try {
-            gc = GPTConfig::from_json(nlohmann::json::parse(ci.config));
-        } catch (const nlohmann::json::exception& e) {
-            fail("checkpoint " + cli.get("--load") + ": its config is not valid JSON (" + e.what() + ")");
-        }
+        gc = GPTConfig::from_json(checkpoint_config_json(ci));
         source = cli.get("--load");
     } else {
         gc.L = (int)cli.get_int("--layers", 1, 1000);

@@ -78,7 +78,7 @@ GPTConfig loaded_config(const Cli& cli) {
     if (ci.model != "gpt") fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, not the auxiliary 'gpt'");
     for (const char* f : {"--layers", "--width", "--heads", "--seq", "--act"})
         if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from --load; drop the flag");
-    return GPTConfig::from_json(nlohmann::json::parse(ci.config));
+    return GPTConfig::from_json(checkpoint_config_json(ci));
 }
 
 // Train the auxiliary model (AdamW, the engine's trainer) on text or the few-shot task; returns it.

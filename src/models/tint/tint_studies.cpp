@@ -406,7 +406,13 @@ int cmd_eps(const Cli& cli) {
     std::string dir = subcommand_run_dir(cli, "tint", "eps");
     const uint64_t seed = cli.get_seed();
     CheckSetup su(cli, seed, 3);
-    auto& [g, aux, aux32, c, in] = su;  // the auxiliary model (fp64, fp32), the TinT config, the sequence
+    // the auxiliary model (fp64, fp32), the TinT config, the sequence (references, not a structured binding: the
+    // lambdas below capture them, which C++17 allows only for variables)
+    GPTConfig& g = su.g;
+    GPT<double>& aux = su.aux;
+    GPT<float>& aux32 = su.aux32;
+    TintConfig& c = su.c;
+    TintInput& in = su.in;
     const int T = in.T;
     const double eta = 1e-2;
     std::vector<double> p0(aux.s.params.ptr, aux.s.params.ptr + aux.s.ptable.total);
