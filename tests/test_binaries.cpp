@@ -56,6 +56,10 @@ TEST_CASE("bad flags: one line naming the problem, exit code 2") {
         {"iclca train --steps 4294967297", "--steps: must be in [1, 100000000]"},
         {"train_gpt --save-every 4294967297", "--save-every: must be in [0, 1073741824]"},
         {"train_gpt --seed -1", "--seed: must be in [0,"},
+        // a task's flag given for another task
+        {"train_gpt --task linreg --n-ex 3", "--n-ex: --task linreg does not use it (only arith)"},
+        {"train_gpt --sample 100", "--sample: --task arith does not use it (only text)"},
+        {"train_gpt --seq 64", "--seq: --task arith does not use it (only text, mix)"},
     };
     for (auto& c : cases) {
         Result r = run(c.cmd);
