@@ -14,6 +14,7 @@
 #include "engine/common.h"
 #include "engine/device.h"
 #include "models/duallens/duallens_experiments.h"
+#include "models/trainer.h"
 
 using namespace icl;
 
@@ -41,6 +42,7 @@ void register_flags(Cli& cli) {
     cli.flag("--heads", "2", "experiment, m2: attention heads");
     cli.flag("--warmup", "100", "experiment: learning-rate warm-up steps (then cosine to 0.1 lr)");
     cli.flag("--eval-every", "250", "experiment: validation nMSE (learning curves) every N steps");
+    add_adamw_flags(cli);  // experiment: the trained models' AdamW (no weight decay, clipping at 1)
     cli.flag("--val-prompts", "1000", "experiment: fixed validation prompts for the learning curves");
     cli.flag("--test-prompts", "10000", "experiment: fresh test prompts for the final table");
     cli.flag("--retabulate", "", "experiment: no training; rebuild the table, results.md and plots of the run in DIR from its runs.csv and "
@@ -64,7 +66,8 @@ int run(int argc, char** argv) {
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
     // no subcommand reads or writes a checkpoint; only check dumps (the shared flags, refused rather than ignored)
-    refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0], {{"--load", {}}, {"--save", {}}, {"--dump-npy", {"check"}}});
+    refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0], {{"--load", {}}, {"--save", {}}, {"--dump-npy", {"check"}}, {"--beta1", {"experiment"}},
+                                                                  {"--beta2", {"experiment"}}, {"--adam-eps", {"experiment"}}});
     const Device dev = apply_run_flags(cli).dev;
     if (dev != Device::cpu) fail("duallens: the dual checks and the experiment run on the CPU; use --device cpu (the modified attentions run on the GPU "
                                  "through train_gpt --attn-mod ... --device cuda)");

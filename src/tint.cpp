@@ -15,6 +15,7 @@
 #include "engine/device.h"
 #include "models/gpt.h"
 #include "models/tint/tint_experiments.h"
+#include "models/trainer.h"
 
 using namespace icl;
 
@@ -43,6 +44,7 @@ void register_flags(Cli& cli) {
     cli.flag("--init-std", "0.3", "check/eps/bench without --load: a random auxiliary model, weights N(0, std)");
     cli.flag("--warmup", "100", "train: learning-rate warm-up steps");
     cli.flag("--eval-every", "500", "train: evaluate every N steps");
+    add_adamw_flags(cli);  // the auxiliary model's AdamW (train, and lm / fewshot when they train it)
     cli.flag("--S", "3", "TinT: weight rows per prefix token (K = d/S prefixes, D = d(S+1))");
     cli.flag("--H-sim", "12", "TinT: heads of the softmax modules");
     cli.flag("--eps", "1e-3", "TinT: finite-difference step ε = 1/N of the LayerNorm / activation backward");
@@ -78,7 +80,8 @@ int run(int argc, char** argv) {
     // the checkpoint and dump flags, where a subcommand does not read them, are refused rather than ignored
     refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0],
                         {{"--save", {"train"}}, {"--load", {"check", "params", "lm", "fewshot", "eps", "bench"}},
-                         {"--dump-npy", {"train", "lm", "fewshot", "check"}}});
+                         {"--dump-npy", {"train", "lm", "fewshot", "check"}}, {"--beta1", {"train", "lm", "fewshot"}},
+                         {"--beta2", {"train", "lm", "fewshot"}}, {"--adam-eps", {"train", "lm", "fewshot"}}});
     const Device dev = apply_run_flags(cli).dev;
     if (dev != Device::cpu) fail("tint: the simulator runs on the CPU only; use --device cpu");
     return run_subcommand(cli, kSubcommands);

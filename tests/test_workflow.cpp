@@ -133,6 +133,8 @@ TEST_CASE("a resume that cannot continue the run is refused in one line") {
         {"duallens features --load /nonexistent.safetensors", 2, "--load: duallens features does not use it"},
         {"duallens check --save x.safetensors", 2, "--save: duallens check does not use it"},
         {"tint eps --save x.safetensors", 2, "--save: tint eps does not use it (only train)"},
+        {"duallens check --beta2 0.99", 2, "--beta2: duallens check does not use it (only experiment)"},
+        {"tint params --adam-eps 1e-6", 2, "--adam-eps: tint params does not use it (only train, lm, fewshot)"},
     };
     for (const Case& c : cases) {
         Result r = run(c.cmd);

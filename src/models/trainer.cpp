@@ -12,9 +12,7 @@ namespace icl {
 void add_train_flags(Cli& cli) {
     cli.flag("--warmup", "20", "warm-up steps: step s (1-based) <= N trains at lr*s/N");
     cli.flag("--min-lr-frac", "0.1", "after warm-up, cosine decay from --lr at step N+1 towards lr*frac, reached one step after the last");
-    cli.flag("--beta1", "0.9", "AdamW beta1 (first-moment decay)");
-    cli.flag("--beta2", "0.95", "AdamW beta2 (second-moment decay; spec/cgt.md's paper presets use 0.999)");
-    cli.flag("--adam-eps", "1e-8", "AdamW epsilon (added to sqrt(v); --eps is the kernel LM's and TinT's own)");
+    add_adamw_flags(cli);
     cli.flag("--weight-decay", "0.0",
              "AdamW decoupled weight decay, on the weight matrices and the token embedding wte; never on biases, layer-norm "
              "gains and biases, position embeddings (wpe, wpe_y) or ICLCA's bias terms (index.json's 'decay' says per tensor)");
@@ -26,6 +24,20 @@ void add_train_flags(Cli& cli) {
                              "(bit-identical to not stopping, with the same --threads); only --steps --out --save --save-every "
                              "--threads --device --tf32 --dump-npy --dump-step may be given");
     cli.flag("--dump-step", "1", "with --dump-npy: the training step to dump (1 = the first)");
+}
+
+void add_adamw_flags(Cli& cli) {
+    cli.flag("--beta1", "0.9", "AdamW beta1 (first-moment decay)");
+    cli.flag("--beta2", "0.95", "AdamW beta2 (second-moment decay; spec/cgt.md's paper presets use 0.999)");
+    cli.flag("--adam-eps", "1e-8", "AdamW epsilon (added to sqrt(v); --eps is the kernel LM's and TinT's own)");
+}
+
+AdamWConfig adamw_from_cli(const Cli& cli) {
+    AdamWConfig a;
+    a.beta1 = (float)cli.get_double("--beta1", 0, 0.999999);
+    a.beta2 = (float)cli.get_double("--beta2", 0, 0.999999);
+    a.eps = (float)cli.get_double("--adam-eps", 1e-30, 1);
+    return a;
 }
 
 const std::vector<std::string> kResumeMayChange = {"--resume", "--steps", "--out", "--save", "--save-every", "--threads",
@@ -74,9 +86,7 @@ TrainOptions train_options(const Cli& cli, const std::string& binary, const std:
     o.lr = cli.get_double("--lr", 0, 10);
     o.warmup = (int)cli.get_int("--warmup", 0, 1 << 30);
     o.min_lr_frac = cli.get_double("--min-lr-frac", 0, 1);
-    o.adam.beta1 = (float)cli.get_double("--beta1", 0, 0.999999);
-    o.adam.beta2 = (float)cli.get_double("--beta2", 0, 0.999999);
-    o.adam.eps = (float)cli.get_double("--adam-eps", 1e-30, 1);
+    o.adam = adamw_from_cli(cli);
     o.adam.weight_decay = (float)cli.get_double("--weight-decay", 0, 10);
     o.adam.grad_clip = (float)cli.get_double("--grad-clip", 0, 1e30);
     o.eval_every = (int)cli.get_int("--eval-every", 0, 1 << 30);

@@ -62,6 +62,10 @@ struct TrainResult {
 
 // The optimizer, its schedule, evaluation, checkpoint and resume flags (--eval-batches 4).
 void add_train_flags(Cli& cli);
+// --beta1 --beta2 --adam-eps alone (part of add_train_flags; tint and duallens, whose trainers have their own
+// schedule flags, add just these) and the AdamW config they give (weight decay 0, clipping 1 unless set after).
+void add_adamw_flags(Cli& cli);
+AdamWConfig adamw_from_cli(const Cli& cli);
 
 // --resume CKPT, right after cli.parse(): every flag of the resumed run comes from the checkpoint (Cli::inherit;
 // only the flags of kResumeMayChange may be given with another value), --out defaults to the checkpoint's folder,

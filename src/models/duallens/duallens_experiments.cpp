@@ -28,6 +28,7 @@
 #include "engine/run.h"
 #include "engine/provenance.h"
 #include "layers/adamw.h"
+#include "models/trainer.h"
 #include "models/attn_mod.h"
 #include "models/duallens/dual_model.h"
 #include "models/gpt.h"
@@ -369,7 +370,7 @@ int cmd_experiment(const Cli& cli) {
                         m.m2 = std::make_unique<GPT<float>>(gc, Device::cpu, seed);
                     }
                     Rng train_rng(seed * 31 + 7 + (uint64_t)(noise * 1000));
-                    AdamWConfig adam;  // β = (0.9, 0.95), no weight decay, clip 1
+                    const AdamWConfig adam = adamw_from_cli(cli);  // --beta1 --beta2 --adam-eps; no weight decay, clip 1
                     RunOut ro;
                     const double t0 = now_seconds();
                     double last = NAN;

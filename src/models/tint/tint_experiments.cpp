@@ -94,6 +94,7 @@ GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string&
     o.steps = steps;
     o.lr = cli.get_double("--lr", 0, 10);
     o.warmup = (int)cli.get_int("--warmup", 0);
+    o.adam = adamw_from_cli(cli);
     o.eval_every = (int)cli.get_int("--eval-every", 0);
     o.run_dir = dir;
     o.save_path = save;
