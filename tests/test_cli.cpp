@@ -64,6 +64,9 @@ TEST_CASE("bad input is one line naming the flag, exit code 2") {
         {{"stray"}, nullptr, "unexpected argument 'stray'"},
         {{"--fold=maybe"}, nullptr, "--fold: expected no value"},
         {{"-x"}, nullptr, "unknown option '-x'"},
+        // user text is quoted on one line: control bytes escaped, long values cut
+        {{"--layers", "1\nerror: forged"}, "--layers", "--layers: expected an integer, got '1\\x0aerror: forged'"},
+        {{"--layers", std::string(100, 'a')}, "--layers", "got 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...'"},
     };
     for (auto& k : cases) {
         Cli c = make_cli();

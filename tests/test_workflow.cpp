@@ -124,6 +124,7 @@ TEST_CASE("a resume that cannot continue the run is refused in one line") {
         {"train_gpt --resume " + ck + " --width 64", 2, "a resumed run keeps its configuration"},
         {"train_gpt --resume " + ck + " --load " + ck, 2, "--load: not with --resume"},
         {"train_gpt --resume " + ck + " --steps 5", 2, "already at step 5"},
+        {"train_gpt --resume " + ck + " --dump-npy " + d + "/dd --dump-step 3", 2, "--dump-step 3: the run resumes at step 6"},
         {"train_gpt --resume " + d + "/model.safetensors", 1, "not resumable"},
         {"train_cgt --resume " + ck, 1, "'gpt' model"},
         {"iclca e1 --save-every 5", 2, "--save-every: iclca e1 does not use it"},

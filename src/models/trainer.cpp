@@ -75,6 +75,8 @@ void resume_flags(Cli& cli) {
     } catch (const nlohmann::json::exception& e) {
         fail("checkpoint " + path + ": malformed training state (" + e.what() + ")");
     }
+    if (cli.has_value("--dump-npy") && cli.get_int("--dump-step", 1) <= done)
+        fail_usage(strfmt("--dump-step %s: the run resumes at step %lld; dump a later step", cli.get("--dump-step").c_str(), (long long)done + 1));
     if (cli.get_int("--steps", 1) <= done)
         fail_usage(strfmt("--steps %s: the checkpoint %s is already at step %lld", cli.get("--steps").c_str(), path.c_str(), (long long)done));
 }

@@ -138,6 +138,8 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
         m.s.load_resumable(o.resume_path);    // parameters, AdamW m and v, its step count
         start = restore_train_state(o, rs);  // the random streams and counters; the step
         last_ckpt = o.resume_path;
+        if (!o.dump_dir.empty() && o.dump_step < start)
+            fail_usage(strfmt("--dump-step %d: the run resumes at step %d; dump a later step", o.dump_step + 1, start + 1));
         std::fprintf(stderr, "resuming %s at step %d of %d\n", o.resume_path.c_str(), start + 1, o.steps);
     }
     CsvLog log(o.run_dir + "/log.csv", cols, start ? earlier_log_rows(o.run_dir + "/log.csv", cols, start) : std::vector<std::map<std::string, double>>{});
