@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -162,6 +163,15 @@ TEST_CASE("a dump holds its batch: the dumped logits, targets and mask give the 
     for (auto& t : index["tensors"])
         if (t["kind"] == "batch") batch.push_back(t["name"]);
     CHECK(batch == std::vector<std::string>{"batch.tokens", "batch.targets", "batch.mask", "batch.pos"});
+    // each parameter says whether AdamW decays it (--help points here): matrices and wte yes, wpe and biases no
+    std::map<std::string, bool> decay;
+    for (auto& t : index["tensors"])
+        if (t["kind"] == "parameter") decay[t["name"]] = t["decay"].get<bool>();
+    CHECK(decay.at("wte"));
+    CHECK(decay.at("h.0.attn.qkv.w"));
+    CHECK_FALSE(decay.at("wpe"));
+    CHECK_FALSE(decay.at("h.0.attn.qkv.b"));
+    CHECK_FALSE(decay.at("h.0.ln1.w"));
     icl::NpyArray logits = icl::npy_load(d + "/dump/logits.npy"), targets = icl::npy_load(d + "/dump/batch.targets.npy"),
                   mask = icl::npy_load(d + "/dump/batch.mask.npy");
     REQUIRE(logits.shape.size() == 3);

@@ -32,15 +32,12 @@ Task::Task(const Cli& cli, int B_, uint64_t seed)
     : kind(cli.get_choice("--task", {"arith", "linreg", "text", "mix"})), B(B_), train_rng_(Rng(seed).split(101)),
       val_rng_(Rng(seed).split(202)) {
     // a task flag given for another task is refused, not ignored
-    const std::vector<std::pair<const char*, std::vector<std::string>>> users = {
-        {"--n-tasks", {"arith"}}, {"--n-ex", {"arith"}},    {"--digits", {"arith"}},  {"--d-in", {"linreg"}},
-        {"--pairs", {"linreg"}},  {"--noise", {"linreg"}},  {"--seq", {"text", "mix"}}, {"--data", {"text", "mix"}},
-        {"--tokenizer", {"mix"}}, {"--l-start", {"mix"}},   {"--l-finish", {"mix"}},  {"--two-texts", {"mix"}},
-        {"--sample", {"text"}},   {"--temperature", {"text"}},
-    };
-    for (auto& u : users)
-        if (cli.given(u.first) && std::find(u.second.begin(), u.second.end(), kind) == u.second.end())
-            fail_usage(std::string(u.first) + ": --task " + kind + " does not use it (only " + u.second[0] + (u.second.size() > 1 ? ", " + u.second[1] : "") + ")");
+    refuse_unused_flags(cli, kind,
+                        {{"--n-tasks", {"arith"}}, {"--n-ex", {"arith"}}, {"--digits", {"arith"}}, {"--d-in", {"linreg"}},
+                         {"--pairs", {"linreg"}}, {"--noise", {"linreg"}}, {"--seq", {"text", "mix"}}, {"--data", {"text", "mix"}},
+                         {"--tokenizer", {"mix"}}, {"--l-start", {"mix"}}, {"--l-finish", {"mix"}}, {"--two-texts", {"mix"}},
+                         {"--sample", {"text"}}, {"--temperature", {"text"}}},
+                        "--task " + kind);
     arith = {(int)cli.get_int("--n-tasks", 1, 64), (int)cli.get_int("--n-ex", 1, 64), (int)cli.get_int("--digits", 1, 6)};
     linreg = {(int)cli.get_int("--d-in", 1, 4096), 1, (int)cli.get_int("--pairs", 1, 1 << 16), cli.get_double("--noise", 0, 1e6)};
     if (kind == "arith") { T = arith.seq_len() - 1; V = ARITH_VOCAB; }

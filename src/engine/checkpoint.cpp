@@ -159,20 +159,22 @@ void load_checkpoint(const std::string& path, const std::string& model_kind, con
 }
 
 template <class real>
-void load_checkpoint_companion(const std::string& path, const TensorTable& table, const std::string& prefix, real* out) {
+void load_checkpoint_companions(const std::string& path, const TensorTable& table, const std::vector<std::pair<std::string, real*>>& outs) {
     SafetensorsFile f = safetensors_open(path);
-    for (const TensorSpec& s : table.specs) {
-        const std::string name = prefix + s.name;
-        if (!f.has(name))
-            fail(strfmt("checkpoint %s: not resumable (no optimizer state '%s'): resume from a <run>/checkpoint-<step>.safetensors "
-                        "written by --save-every, or start from its weights with --load",
-                        path.c_str(), name.c_str()));
-        const StTensorInfo& t = f.info(name);
-        if (t.shape != s.shape || t.dtype == StDtype::I32)
-            fail(strfmt("checkpoint %s: optimizer state '%s' has shape %s, expected %s", path.c_str(), name.c_str(),
-                        shape_str(t.shape).c_str(), shape_str(s.shape).c_str()));
-    }
-    for (size_t i = 0; i < table.size(); i++) f.read(prefix + table.specs[i].name, table.specs[i].shape, out + table.offsets[i]);
+    for (const auto& o : outs)
+        for (const TensorSpec& s : table.specs) {
+            const std::string name = o.first + s.name;
+            if (!f.has(name))
+                fail(strfmt("checkpoint %s: not resumable (no optimizer state '%s'): resume from a <run>/checkpoint-<step>.safetensors "
+                            "written by --save-every, or start from its weights with --load",
+                            path.c_str(), name.c_str()));
+            const StTensorInfo& t = f.info(name);
+            if (t.shape != s.shape || t.dtype == StDtype::I32)
+                fail(strfmt("checkpoint %s: optimizer state '%s' has shape %s, expected %s", path.c_str(), name.c_str(),
+                            shape_str(t.shape).c_str(), shape_str(s.shape).c_str()));
+        }
+    for (const auto& o : outs)
+        for (size_t i = 0; i < table.size(); i++) f.read(o.first + table.specs[i].name, table.specs[i].shape, o.second + table.offsets[i]);
 }
 
 template void save_checkpoint<float>(const std::string&, const std::string&, const std::string&, const TensorTable&,
@@ -181,8 +183,8 @@ template void save_checkpoint<float>(const std::string&, const std::string&, con
 template void save_checkpoint<double>(const std::string&, const std::string&, const std::string&, const TensorTable&,
                                       const double*, const std::map<std::string, std::string>&,
                                       const std::vector<std::pair<std::string, const double*>>&);
-template void load_checkpoint_companion<float>(const std::string&, const TensorTable&, const std::string&, float*);
-template void load_checkpoint_companion<double>(const std::string&, const TensorTable&, const std::string&, double*);
+template void load_checkpoint_companions<float>(const std::string&, const TensorTable&, const std::vector<std::pair<std::string, float*>>&);
+template void load_checkpoint_companions<double>(const std::string&, const TensorTable&, const std::vector<std::pair<std::string, double*>>&);
 template void load_checkpoint<float>(const std::string&, const std::string&, const std::string&, const TensorTable&, float*);
 template void load_checkpoint<double>(const std::string&, const std::string&, const std::string&, const TensorTable&, double*);
 

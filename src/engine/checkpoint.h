@@ -65,10 +65,11 @@ template <class real>
 void load_checkpoint(const std::string& path, const std::string& model_kind, const std::string& config_json,
                      const TensorTable& table, real* params);
 
-// Read the companion tensors <prefix><name> of a checkpoint already accepted by load_checkpoint into `out` (laid
-// out like the parameters). Refuses, naming the file, one that lacks them ("not resumable") or has another shape.
+// Read the companion tensors <prefix><name> of a checkpoint already accepted by load_checkpoint, for each (prefix,
+// out) pair, into `out` (laid out like the parameters). Refuses, naming the file, one that lacks any of them ("not
+// resumable") or has another shape, before reading.
 template <class real>
-void load_checkpoint_companion(const std::string& path, const TensorTable& table, const std::string& prefix, real* out);
+void load_checkpoint_companions(const std::string& path, const TensorTable& table, const std::vector<std::pair<std::string, real*>>& outs);
 
 // The config saved in a checkpoint, parsed; a file error naming it when it is not JSON.
 nlohmann::json checkpoint_config_json(const CheckpointInfo& ci);

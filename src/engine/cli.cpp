@@ -373,12 +373,13 @@ void add_subcommands(Cli& cli, const std::vector<Subcommand>& table) {
     cli.positionals("SUBCOMMAND (" + subcommand_list(table) + ")", 1, 1);
 }
 
-void refuse_unused_flags(const Cli& cli, const std::string& sub, const FlagUsers& users) {
+void refuse_unused_flags(const Cli& cli, const std::string& sub, const FlagUsers& users, const std::string& label) {
     for (auto& f : users) {
         if (!cli.given(f.first) || std::find(f.second.begin(), f.second.end(), sub) != f.second.end()) continue;
         std::string subs;
         for (auto& x : f.second) subs += (subs.empty() ? "" : ", ") + x;
-        fail_usage(f.first + ": " + cli.program() + " " + sub + " does not use it" + (subs.empty() ? "" : " (only " + subs + ")"));
+        fail_usage(f.first + ": " + (label.empty() ? cli.program() + " " + sub : label) + " does not use it" +
+                   (subs.empty() ? "" : " (only " + subs + ")"));
     }
 }
 

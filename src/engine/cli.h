@@ -115,10 +115,11 @@ struct Subcommand {
     int (*run)(const Cli&);
 };
 void add_subcommands(Cli& cli, const std::vector<Subcommand>& table);
-// The flags only some subcommands read, as (flag, the subcommands that read it; empty = none): a flag given on the
-// command line to any other is refused (exit 2, "--save: iclca e1 does not use it (only train, convert)").
+// The flags only some subcommands (or tasks) read, as (flag, the ones that read it; empty = none): a flag given on the
+// command line to any other is refused (exit 2, "--save: iclca e1 does not use it (only train, convert)"). `label`
+// names `sub` in the message (default: "<program> <sub>"; the task flags say "--task linreg").
 using FlagUsers = std::vector<std::pair<std::string, std::vector<std::string>>>;
-void refuse_unused_flags(const Cli& cli, const std::string& sub, const FlagUsers& users);
+void refuse_unused_flags(const Cli& cli, const std::string& sub, const FlagUsers& users, const std::string& label = "");
 int run_subcommand(const Cli& cli, const std::vector<Subcommand>& table);
 
 // Every binary's main():   int main(int argc, char** argv) { return icl::cli_main(argc, argv, run); }

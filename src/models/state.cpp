@@ -174,8 +174,7 @@ template <typename real>
 void ModelState<real>::load_resumable(const std::string& path) {
     std::vector<real> p(ptable.total), m(ptable.total), v(ptable.total);
     load_checkpoint<real>(path, kind, config.dump(), ptable, p.data());
-    load_checkpoint_companion<real>(path, ptable, std::string(kOptimizerPrefix) + "m.", m.data());
-    load_checkpoint_companion<real>(path, ptable, std::string(kOptimizerPrefix) + "v.", v.data());
+    load_checkpoint_companions<real>(path, ptable, {{std::string(kOptimizerPrefix) + "m.", m.data()}, {std::string(kOptimizerPrefix) + "v.", v.data()}});
     CheckpointInfo ci = read_checkpoint_metadata(path);
     auto it = ci.metadata.find("opt_step");
     char* end = nullptr;
@@ -200,6 +199,7 @@ void ModelState<real>::dump_npy(const std::string& dir, int step, const Batch* b
             npy_save(dir + "/" + name + ".npy", host.data() + table.offsets[i], s.shape);
             index.push_back({{"name", name}, {"file", name + ".npy"}, {"kind", what}, {"shape", s.shape},
                              {"dtype", sizeof(real) == 4 ? "<f4" : "<f8"}, {"doc", s.doc}});
+            if (&table == &ptable && prefix.empty()) index.back()["decay"] = s.decay;  // parameters: AdamW weight decay applies
         }
     };
     dump_table(ptable, params, "", "parameter");

@@ -6,7 +6,7 @@
 // count, the training step, every random stream that moves during training (the data generator's, the model's) and
 // every flag. `--resume <run>/checkpoint-10.safetensors` continues that run: the same flags (only those of
 // kResumeMayChange may differ), the same state, so steps 11… are bit-identical to the uninterrupted run's (same
-// thread count; tests/test_resume.cpp).
+// thread count; tests/test_workflow.cpp).
 //
 // A Model is anything with   double forward(const Batch&);  void backward();  ModelState<real> s;
 // (GPT, CGT, the kernel LM). Evaluation is a callback returning named metrics
@@ -53,6 +53,7 @@ struct TrainOptions {
     RandomState streams;           // the data's random streams ("data"); train() adds the model's (m.random_state())
     std::string resume_path;       // --resume: continue from this checkpoint ("" = start at step 1)
 };
+
 struct TrainResult {
     int steps_done = 0;
     double last_loss = NAN, ms_per_step = NAN, tokens_per_s = NAN;

@@ -164,8 +164,7 @@ static KernelLMConfig kernel_lm_config(const Cli& cli, int V, const std::string&
     if (ck.empty()) return kernel_lm_config_from_cli(cli, V);
     CheckpointInfo ci = read_checkpoint_metadata(ck);
     if (ci.model != "kernel_lm") fail("checkpoint " + ck + " holds a '" + ci.model + "' model, not a kernel LM ('kernel_lm')");
-    KernelLMConfig c = KernelLMConfig::from_json(checkpoint_config_json(ci));
-    validate_file_config(c, "kernel_lm");
+    KernelLMConfig c = KernelLMConfig::from_json(checkpoint_config_json(ci));  // validated, bounded
     for (const char* f : {"--layers", "--width", "--heads", "--bias", "--eps"})
         if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from the checkpoint " + ck + "; drop the flag");
     if (V > 0 && c.V != V) fail(strfmt("checkpoint %s: a vocabulary of %d does not fit --task %s (%d)", ck.c_str(), c.V, task.c_str(), V));
@@ -301,9 +300,8 @@ int cmd_convert(const Cli& cli) {
     if (!cli.has_value("--load")) fail_usage("convert needs --load CKPT");
     if (!cli.has_value("--prompt")) fail_usage("convert needs --prompt TEXT|FILE");
     if (!cli.has_value("--save")) fail_usage("convert needs --save CKPT2");
-    CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
-    if (ci.model != "kernel_lm") fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, not 'kernel_lm'");
-    KernelLMConfig c = KernelLMConfig::from_json(checkpoint_config_json(ci));
+    const KernelLMConfig c = kernel_lm_config(cli, 0, "");  // --load's architecture (architecture flags refused)
+    const CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
     KernelLM<float> m(c, Device::cpu, 1);
     m.s.load(cli.get("--load"));
     std::vector<int> prompt = tokenize(prompt_text(cli), c.V);
