@@ -94,6 +94,28 @@ int run_main(int argc, char** argv) {
                "  bench model --device cuda --tf32 --preset gpt2-small  # the GPT-2 small step (compare: tools/bench_gpu.sh)");
     if (!cli.parse(argc, argv)) return 0;  // --help
 
+    std::vector<const Subcommand*> chosen;
+    for (const std::string& a : cli.args()) {
+        const Subcommand* found = nullptr;
+        for (const Subcommand& s : kSubcommands)
+            if (a == s.name) found = &s;
+        if (!found) fail_usage(strfmt("unknown subcommand '%s' (see bench --help)", a.c_str()));
+        chosen.push_back(found);
+    }
+    if (chosen.empty())
+        for (const Subcommand& s : kSubcommands) chosen.push_back(&s);
+    // the CGT's own flags are read by `cgt` alone: given without it they are refused, not ignored
+    bool cgt = false;
+    std::string names;
+    for (const Subcommand* s : chosen) {
+        cgt = cgt || std::string(s->name) == "cgt";
+        names += std::string(names.empty() ? "" : " ") + s->name;
+    }
+    if (!cgt)
+        for (const char* f : {"--ell", "--dy", "--heads-y", "--rank", "--templates", "--mix", "--vae", "--eta", "--horizon", "--wc", "--wd",
+                              "--beta", "--nu-K", "--lambda"})
+            if (cli.given(f)) fail_usage(std::string(f) + ": bench " + names + " does not use it (only cgt)");
+
     BenchOptions opt;
     opt.reps = (int)cli.get_int("--reps", 1, 1000000);
     const RunEnv env = apply_run_flags(cli);
@@ -118,16 +140,6 @@ int run_main(int argc, char** argv) {
     if (!cli.given("--horizon")) opt.cgt_loss.horizon = std::min(opt.cgt_loss.horizon, std::max(0, opt.seq - 2));
     else if (opt.cgt_loss.horizon > std::max(0, opt.seq - 2)) fail_usage(strfmt("--horizon: must be in [0, %d], got %d", std::max(0, opt.seq - 2), opt.cgt_loss.horizon));
 
-    std::vector<const Subcommand*> chosen;
-    for (const std::string& a : cli.args()) {
-        const Subcommand* found = nullptr;
-        for (const Subcommand& s : kSubcommands)
-            if (a == s.name) found = &s;
-        if (!found) fail_usage(strfmt("unknown subcommand '%s' (see bench --help)", a.c_str()));
-        chosen.push_back(found);
-    }
-    if (chosen.empty())
-        for (const Subcommand& s : kSubcommands) chosen.push_back(&s);
 
     int rc = 0;
     for (size_t i = 0; i < chosen.size(); i++) {

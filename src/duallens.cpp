@@ -26,6 +26,17 @@ const std::vector<Subcommand> kSubcommands = {
     {"experiment", duallens_cmd::cmd_experiment},
 };
 
+// Which subcommands read each flag; a flag given to any other is refused, not ignored. No subcommand reads or writes
+// a checkpoint; only check dumps. --seed, --threads and --out are everyone's.
+const std::vector<std::string> kExp = {"experiment"};
+const FlagUsers kFlagUsers = {
+    {"--load", {}}, {"--save", {}}, {"--dump-npy", {"check"}}, {"--features", {"features"}}, {"--feature-seeds", {"features"}},
+    {"--steps", kExp}, {"--batch", kExp}, {"--lr", kExp}, {"--beta1", kExp}, {"--beta2", kExp}, {"--adam-eps", kExp},
+    {"--models", kExp}, {"--noises", kExp}, {"--families", kExp}, {"--seeds", kExp}, {"--dim", kExp}, {"--pairs", kExp},
+    {"--init-std", kExp}, {"--width", kExp}, {"--heads", kExp}, {"--warmup", kExp}, {"--eval-every", kExp},
+    {"--val-prompts", kExp}, {"--test-prompts", kExp}, {"--retabulate", kExp},
+};
+
 void register_flags(Cli& cli) {
     add_common_flags(cli, {"5000", "64", "1e-3", "1"});
     add_subcommands(cli, kSubcommands);
@@ -65,9 +76,7 @@ int run(int argc, char** argv) {
                         "regularized / augmented / negative-sample attentions on in-context regression (spec/duallens.md).");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
-    // no subcommand reads or writes a checkpoint; only check dumps (the shared flags, refused rather than ignored)
-    refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0], {{"--load", {}}, {"--save", {}}, {"--dump-npy", {"check"}}, {"--beta1", {"experiment"}},
-                                                                  {"--beta2", {"experiment"}}, {"--adam-eps", {"experiment"}}});
+    refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0], kFlagUsers);
     const Device dev = apply_run_flags(cli).dev;
     if (dev != Device::cpu) fail("duallens: the dual checks and the experiment run on the CPU; use --device cpu (the modified attentions run on the GPU "
                                  "through train_gpt --attn-mod ... --device cuda)");

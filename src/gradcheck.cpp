@@ -49,6 +49,14 @@ int run(int argc, char** argv) {
     apply_threads(cli);
     const std::string model_kind = cli.get_choice("--model", {"gpt", "cgt"});
     std::string task = cli.get_choice("--task", {"arith", "linreg", "random"});
+    // flags of another mode are refused, not ignored
+    if (cli.given("--vocab") && task != "random") fail_usage("--vocab: only --task random reads it (got --task " + task + ")");
+    if (cli.given("--ref") && cli.get("--devices").empty()) fail_usage("--ref: only --devices reads it");
+    if (cli.given("--h") && !cli.get("--devices").empty()) fail_usage("--h: --devices compares two devices, no finite differences");
+    if (model_kind == "gpt")
+        for (const char* f : {"--ell", "--dy", "--heads-y", "--rank", "--templates", "--mix", "--vae", "--eta", "--horizon", "--wc", "--wd",
+                              "--beta", "--nu-K", "--lambda"})
+            if (cli.given(f)) fail_usage(std::string(f) + ": a CGT flag; use --model cgt");
     const int B = (int)cli.get_int("--batch", 1, 4096), T = (int)cli.get_int("--seq", 1, 1 << 16);
     const uint64_t seed = cli.get_seed();
     const double h = cli.get_double("--h", 1e-12, 1);

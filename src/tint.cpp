@@ -33,6 +33,23 @@ const std::vector<Subcommand> kSubcommands = {
     {"bench", tint_cmd::cmd_bench},
 };
 
+// Which subcommands read each flag; a flag given to any other is refused, not ignored. The architecture flags, --seed,
+// --threads and --out are everyone's (--layers … --act are refused beside --load where a subcommand takes one).
+const FlagUsers kFlagUsers = {
+    {"--save", {"train"}}, {"--load", {"check", "params", "lm", "fewshot", "eps", "bench"}},
+    {"--dump-npy", {"train", "lm", "fewshot", "check"}}, {"--task", {"train"}}, {"--data", {"train", "lm"}},
+    {"--steps", {"train", "lm", "fewshot"}}, {"--batch", {"train", "lm", "fewshot"}}, {"--lr", {"train", "lm", "fewshot"}},
+    {"--warmup", {"train", "lm", "fewshot"}}, {"--eval-every", {"train", "lm", "fewshot"}},
+    {"--beta1", {"train", "lm", "fewshot"}}, {"--beta2", {"train", "lm", "fewshot"}}, {"--adam-eps", {"train", "lm", "fewshot"}},
+    {"--init-std", {"check", "eps", "bench"}},
+    {"--S", {"check", "params", "lm", "fewshot", "eps", "bench"}}, {"--H-sim", {"check", "params", "lm", "fewshot", "eps", "bench"}},
+    {"--eps", {"check", "params", "lm", "fewshot", "eps", "bench"}},
+    {"--gate-scale", {"check", "params", "lm", "fewshot", "eps", "bench"}},
+    {"--eta", {"check", "bench"}}, {"--k", {"check", "params", "bench"}}, {"--s", {"check", "bench"}},
+    {"--budgets", {"lm", "fewshot"}}, {"--etas", {"lm", "fewshot"}}, {"--fracs", {"lm"}}, {"--windows", {"lm"}},
+    {"--dev-windows", {"lm"}}, {"--demos", {"fewshot"}}, {"--episodes", {"fewshot"}}, {"--dev-episodes", {"fewshot"}},
+};
+
 void register_flags(Cli& cli) {
     add_common_flags(cli, {"3000", "16", "3e-3", "1"});
     add_subcommands(cli, kSubcommands);
@@ -77,11 +94,7 @@ int run(int argc, char** argv) {
     Cli cli("tint", "TinT: a simulator transformer that runs, back-propagates and fine-tunes a small auxiliary transformer stored in prefix tokens.");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
-    // the checkpoint and dump flags, where a subcommand does not read them, are refused rather than ignored
-    refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0],
-                        {{"--save", {"train"}}, {"--load", {"check", "params", "lm", "fewshot", "eps", "bench"}},
-                         {"--dump-npy", {"train", "lm", "fewshot", "check"}}, {"--beta1", {"train", "lm", "fewshot"}},
-                         {"--beta2", {"train", "lm", "fewshot"}}, {"--adam-eps", {"train", "lm", "fewshot"}}});
+    refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0], kFlagUsers);
     const Device dev = apply_run_flags(cli).dev;
     if (dev != Device::cpu) fail("tint: the simulator runs on the CPU only; use --device cpu");
     return run_subcommand(cli, kSubcommands);

@@ -36,15 +36,19 @@ inline std::string repo_root() {
     return "";
 }
 
-inline Result run(const std::string& args) {
+
+// A shell command line as it is (not a binary of ours), same capture.
+inline Result run_shell(const std::string& cmd) {
     static int k = 0;
-    std::string o = "/tmp/icl_bin_out_" + std::to_string(getpid()) + "_" + std::to_string(k);
-    std::string e = "/tmp/icl_bin_err_" + std::to_string(getpid()) + "_" + std::to_string(k++);
-    int st = std::system((bin_dir() + "/" + args + " >" + o + " 2>" + e + " </dev/null").c_str());
+    std::string o = "/tmp/icl_sh_out_" + std::to_string(getpid()) + "_" + std::to_string(k);
+    std::string e = "/tmp/icl_sh_err_" + std::to_string(getpid()) + "_" + std::to_string(k++);
+    int st = std::system((cmd + " >" + o + " 2>" + e + " </dev/null").c_str());
     Result r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
     std::remove(o.c_str());
     std::remove(e.c_str());
     return r;
 }
+
+inline Result run(const std::string& args) { return run_shell(bin_dir() + "/" + args); }
 
 }  // namespace icl_test

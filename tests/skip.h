@@ -38,10 +38,19 @@ inline bool have_numpy() {
     return ok == 1;
 }
 
+// A real full disk for the fault tests: a small tmpfs mounted in a private mount namespace (`unshare -rm`: as
+// root, or as a user where the kernel allows user namespaces), so nothing is left mounted if a test dies.
+inline bool have_private_tmpfs() {
+    static int ok = -1;
+    if (ok < 0) ok = std::system("unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs /tmp' >/dev/null 2>&1") == 0;
+    return ok == 1;
+}
+
 }  // namespace icl_test
 
 #define GPU_CASE doctest::skip(!icl_test::gpu_skip_reason().empty())
 #define NUMPY_CASE doctest::skip(!icl_test::have_numpy())
+#define TMPFS_CASE doctest::skip(!icl_test::have_private_tmpfs())
 #define REQUIRE_GPU()                                                                                      \
     do {                                                                                                   \
         if (!icl_test::gpu_present()) FAIL("ICL_EXPECT_GPU=1 but no usable GPU: " << icl::cuda_status()); \

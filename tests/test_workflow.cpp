@@ -22,6 +22,7 @@
 #include "engine/safetensors.h"
 #include "report/plot.h"
 #include "run_binary.h"
+#include "skip.h"
 
 namespace fs = std::filesystem;
 using icl_test::Result;
@@ -135,8 +136,22 @@ TEST_CASE("a resume that cannot continue the run is refused in one line") {
         {"duallens features --load /nonexistent.safetensors", 2, "--load: duallens features does not use it"},
         {"duallens check --save x.safetensors", 2, "--save: duallens check does not use it"},
         {"tint eps --save x.safetensors", 2, "--save: tint eps does not use it (only train)"},
+        {"gradcheck --dy 8", 2, "--dy: a CGT flag; use --model cgt"},
+        {"gradcheck --vocab 9", 2, "--vocab: only --task random reads it"},
+        {"bench gemm --ell 2", 2, "--ell: bench gemm does not use it (only cgt)"},
+        {"duallens features --steps 10", 2, "--steps: duallens features does not use it (only experiment)"},
+        {"duallens check --features 64", 2, "--features: duallens check does not use it (only features)"},
         {"duallens check --beta2 0.99", 2, "--beta2: duallens check does not use it (only experiment)"},
         {"tint params --adam-eps 1e-6", 2, "--adam-eps: tint params does not use it (only train, lm, fewshot)"},
+        // tint lm / fewshot check every flag before training their auxiliary model (one line: no training started;
+        // --steps 2 keeps a regression short)
+        {"tint lm --S 5 --steps 2 --out " + d + "/tint", 2, "--S: must divide the auxiliary width d = 48"},
+        {"tint lm --gate-scale 1e9 --steps 2 --out " + d + "/tint", 2, "--gate-scale: must be in"},
+        {"tint lm --windows 100000 --steps 2 --out " + d + "/tint", 1, "asked for 16 dev + 100000 test"},
+        {"tint check --budgets 1:1", 2, "--budgets: tint check does not use it (only lm, fewshot)"},
+        {"tint lm --load " + ck + " --steps 5", 2, "--steps: the auxiliary model comes from --load, nothing is trained"},
+        {"tint fewshot --H-sim 0 --steps 2 --out " + d + "/tint", 2, "--H-sim: must be in"},
+        {"tint fewshot --demos 64 --seq 32 --steps 2 --out " + d + "/tint", 2, "--demos 64: a Multi-format episode has"},
     };
     for (const Case& c : cases) {
         Result r = run(c.cmd);
@@ -236,6 +251,45 @@ TEST_CASE("val_answer_acc is a number with 1 or 2 examples per task (the last ex
         nlohmann::json s = nlohmann::json::parse(icl_test::slurp(d + "/r" + n + "/summary.json"));
         CAPTURE(n);
         CHECK(s["final_val_answer_acc"].is_number());
+    }
+    fs::remove_all(d);
+}
+
+TEST_CASE("a full disk (a 200 KiB tmpfs) during a save and a dump: one-line error, exit 1, the old checkpoint intact" * TMPFS_CASE) {
+    // The tmpfs lives in a private mount namespace for the length of one shell script, so the script checks what is
+    // left on it and reports; stderr goes to files outside it. A tiny model's checkpoint (~137 KB) fits once, not twice.
+    const std::string d = tmp_dir("fulldisk"), disk = d + "/disk";
+    fs::create_directories(disk);
+    const std::string b = icl_test::bin_dir();
+    const std::string script =
+        "D=" + disk + "; O=" + d + "\n"
+        "mount -t tmpfs -o size=200k tmpfs $D || exit 90\n"
+        "" + b + "/train_gpt --preset tiny --steps 2 --seed 1 --save $D/m.safetensors --out $O/run1 >/dev/null 2>$O/err1; echo first=$?\n"
+        "cp $D/m.safetensors $O/copy.safetensors\n"
+        "" + b + "/train_gpt --preset tiny --steps 2 --seed 2 --save $D/m.safetensors --out $O/run2 >/dev/null 2>$O/err2; echo second=$?\n"
+        "cmp -s $D/m.safetensors $O/copy.safetensors && echo same=yes\n"
+        "echo left=$(ls -A $D | tr '\\n' ' ')\n"
+        "" + b + "/train_gpt --preset tiny --steps 1 --dump-npy $D/dump --out $O/run3 >/dev/null 2>$O/err3; echo dump=$?\n"
+        "echo tmp=$(ls -A $D/dump | grep -c tmp)\n";
+    icl_test::spit(d + "/fill.sh", script);
+    Result r = icl_test::run_shell("unshare -rm sh " + d + "/fill.sh");
+    CAPTURE(r.out);
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("first=0") != std::string::npos);
+    CHECK(r.out.find("second=1") != std::string::npos);
+    CHECK(r.out.find("same=yes") != std::string::npos);   // the failed save left the previous file byte-identical
+    CHECK(r.out.find("left=m.safetensors\n") != std::string::npos);  // and no temporary beside it
+    CHECK(r.out.find("dump=1") != std::string::npos);
+    CHECK(r.out.find("tmp=0") != std::string::npos);
+    for (const char* e : {"/err2", "/err3"}) {
+        const std::string err = icl_test::slurp(d + e);
+        CAPTURE(err);
+        // the progress lines, then one error line naming the file and the cause
+        const size_t at = err.find("error: cannot write " + disk + "/");
+        REQUIRE(at != std::string::npos);
+        CHECK(lines(err.substr(at)) == 1);
+        CHECK(err.find("No space left on device", at) != std::string::npos);
     }
     fs::remove_all(d);
 }

@@ -82,12 +82,13 @@ GPTConfig loaded_config(const Cli& cli) {
 }
 
 // Train the auxiliary model (AdamW, the engine's trainer) on text or the few-shot task; returns it.
-GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string& dir, const std::string& save, TextData* text_out) {
+GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string& dir, const std::string& save, const TextData* given) {
     const uint64_t seed = cli.get_seed();
     const int steps = (int)cli.get_int("--steps", 1, 100000000), B = (int)cli.get_int("--batch", 1, 1 << 20);
     const int T = (int)cli.get_int("--seq", 2, 1 << 14);
-    TextData text;
-    if (task == "text") text = text_load(cli.get("--data"), 0.1, T);
+    TextData read;
+    if (task == "text" && !given) read = text_load(cli.get("--data"), 0.1, T);
+    const TextData& text = given ? *given : read;
     GPTConfig g = aux_config(cli, task == "text" ? BYTE_VOCAB : FEWSHOT_VOCAB);
     GPT<float> m(g, Device::cpu, seed);
     TrainOptions o;
@@ -109,18 +110,23 @@ GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string&
     TrainResult r = train(m, o, [&](int) { return task == "text" ? text_batch(text.train, B, T, tr) : fewshot_batch(B, T, tr); },
                           [&]() { return std::map<std::string, double>{{"val_loss", m.forward(val)}}; });
     std::printf("auxiliary model: train loss %.4f  val_loss %.4f  (%.1f ms/step)\n", r.last_loss, r.last_eval["val_loss"], r.ms_per_step);
-    if (text_out) *text_out = std::move(text);
     return m;
 }
 
-GPT<float> load_or_train(const Cli& cli, const std::string& task, const std::string& dir, TextData* text) {
+GPTConfig planned_aux_config(const Cli& cli, const std::string& task) {
+    if (!cli.has_value("--load")) return aux_config(cli, task == "text" ? BYTE_VOCAB : FEWSHOT_VOCAB);
+    for (const char* f : {"--steps", "--batch", "--lr", "--warmup", "--eval-every", "--beta1", "--beta2", "--adam-eps", "--dump-npy"})
+        if (cli.given(f)) fail_usage(std::string(f) + ": the auxiliary model comes from --load, nothing is trained; drop the flag");
+    GPTConfig g = loaded_config(cli);
+    if (task == "text" && g.V != BYTE_VOCAB) fail("--load: lm needs a byte-level model (V = 256)");
+    if (task == "fewshot" && g.V != FEWSHOT_VOCAB) fail(strfmt("--load: fewshot needs a model of the few-shot task (V = %d)", FEWSHOT_VOCAB));
+    return g;
+}
+
+GPT<float> load_or_train(const Cli& cli, const std::string& task, const std::string& dir, const TextData* text) {
     if (cli.has_value("--load")) {
-        GPTConfig g = loaded_config(cli);
-        if (task == "text" && g.V != BYTE_VOCAB) fail("--load: lm needs a byte-level model (V = 256)");
-        if (task == "fewshot" && g.V != FEWSHOT_VOCAB) fail(strfmt("--load: fewshot needs a model of the few-shot task (V = %d)", FEWSHOT_VOCAB));
-        GPT<float> m(g, Device::cpu, 1);
+        GPT<float> m(planned_aux_config(cli, task), Device::cpu, 1);
         m.s.load(cli.get("--load"));
-        if (text) *text = text_load(cli.get("--data"), 0.1, g.maxT);
         return m;
     }
     std::fprintf(stderr, "no --load: training the auxiliary model first (tint train --task %s)\n", task.c_str());

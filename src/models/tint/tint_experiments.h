@@ -29,9 +29,12 @@ std::vector<Budget> budgets(const Cli& cli, int L);  // --budgets k:s,…
 GPTConfig aux_config(const Cli& cli, int V);      // the auxiliary model from --layers --width --heads --seq --act
 TintConfig tint_config(const Cli& cli, const GPTConfig& g);
 GPTConfig loaded_config(const Cli& cli);          // --load's GPT config (architecture flags refused beside it)
-// The auxiliary model: trained here on `task` (text | fewshot), or read from --load; text_out gets the text data.
-GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string& dir, const std::string& save, TextData* text_out);
-GPT<float> load_or_train(const Cli& cli, const std::string& task, const std::string& dir, TextData* text);
+// The auxiliary model's config before any work: --load's (its vocabulary checked against `task`), else the flags'.
+GPTConfig planned_aux_config(const Cli& cli, const std::string& task);
+// The auxiliary model: trained here on `task` (text | fewshot), or read from --load. `text` is the text task's data
+// when the caller has read it already (nullptr: train_aux reads --data itself).
+GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string& dir, const std::string& save, const TextData* text);
+GPT<float> load_or_train(const Cli& cli, const std::string& task, const std::string& dir, const TextData* text);
 void write_summary(const std::string& dir, const Cli& cli, nlohmann::json j);
 template <typename to, typename from>
 inline void copy_params(GPT<to>& dst, const GPT<from>& src) {

@@ -58,17 +58,19 @@ int cmd_lm(const Cli& cli) {
     const std::vector<double> fracs = cli.get_double_list("--fracs", 0.01, 0.99);
     const std::vector<double> etas = cli.has_value("--etas") ? cli.get_double_list("--etas", 0, 1e6) : std::vector<double>{1e-5, 3e-5, 1e-4, 3e-4, 1e-3};
     if (fracs.empty()) fail_usage("--fracs: empty list");
-    const std::vector<Budget> bud = budgets(cli, cli.has_value("--load") ? loaded_config(cli).L : aux_config(cli, BYTE_VOCAB).L);
+    const GPTConfig g0 = planned_aux_config(cli, "text");
+    const std::vector<Budget> bud = budgets(cli, g0.L);
+    const TintConfig c = tint_config(cli, g0);
     const int n_test = (int)cli.get_int("--windows", 1, 1 << 20), n_dev = (int)cli.get_int("--dev-windows", 1, 1 << 20);
+    const TextData text = text_load(cli.get("--data"), 0.1, g0.maxT);
+    // non-overlapping windows of the validation text: dev first, then test
+    const int avail = (int)(text.val.size() / g0.maxT);
+    if (avail < n_dev + n_test)
+        fail(strfmt("lm: the validation text holds %d windows of %d bytes; asked for %d dev + %d test", avail, g0.maxT, n_dev, n_test));
     std::string dir = subcommand_run_dir(cli, "tint", "lm");
-    TextData text;
     GPT<float> aux = load_or_train(cli, "text", dir, &text);
     const GPTConfig& g = aux.cfg;
-    TintConfig c = tint_config(cli, g);
     const int T = g.maxT, V = g.V;
-    // non-overlapping windows of the validation text: dev first, then test
-    const int avail = (int)(text.val.size() / T);
-    if (avail < n_dev + n_test) fail(strfmt("lm: the validation text holds %d windows of %d bytes; asked for %d dev + %d test", avail, T, n_dev, n_test));
     auto windows = [&](int first, int count, double frac) {
         TintInput in;
         in.B = count;
@@ -267,11 +269,9 @@ int cmd_fewshot(const Cli& cli) {
     const int n_demos = (int)cli.get_int("--demos", 1, 64), n_test = (int)cli.get_int("--episodes", 1, 1 << 20),
               n_dev = (int)cli.get_int("--dev-episodes", 1, 1 << 20);
     const std::vector<double> etas = cli.has_value("--etas") ? cli.get_double_list("--etas", 0, 1e6) : std::vector<double>{3e-3, 1e-2, 3e-2, 1e-1, 3e-1};
-    const std::vector<Budget> bud = budgets(cli, cli.has_value("--load") ? loaded_config(cli).L : aux_config(cli, FEWSHOT_VOCAB).L);
-    std::string dir = subcommand_run_dir(cli, "tint", "fewshot");
-    GPT<float> aux = load_or_train(cli, "fewshot", dir, nullptr);
-    const GPTConfig& g = aux.cfg;
-    TintConfig c = tint_config(cli, g);
+    const GPTConfig g0 = planned_aux_config(cli, "fewshot");
+    const std::vector<Budget> bud = budgets(cli, g0.L);
+    const TintConfig c = tint_config(cli, g0);
     Rng dr = Rng(seed).split(505), tr = Rng(seed).split(606);
     std::vector<Episode> dev, test;
     for (int i = 0; i < n_dev; i++) dev.push_back(make_episode(n_demos, dr));
@@ -280,9 +280,13 @@ int cmd_fewshot(const Cli& cli) {
         for (const Episode& e : *set) {
             int r0;
             TintInput m = episode_input(e, false, true, r0);
-            if (m.T > g.maxT)
-                fail(strfmt("fewshot: a Multi-format episode has %d tokens > the model's %d positions; use fewer --demos or a longer --seq", m.T, g.maxT));
+            if (m.T > g0.maxT)
+                fail_usage(strfmt("--demos %d: a Multi-format episode has %d tokens > the model's %d positions; use fewer --demos or a longer --seq",
+                                  n_demos, m.T, g0.maxT));
         }
+    std::string dir = subcommand_run_dir(cli, "tint", "fewshot");
+    GPT<float> aux = load_or_train(cli, "fewshot", dir, nullptr);
+    const GPTConfig& g = aux.cfg;
     // margin = log p(NEW0) − log p(NEW1) at the read position (the label words' log-softmax difference)
     auto margin = [&](const float* z) { return (double)z[FS_NEW0] - (double)z[FS_NEW1]; };
     // does the model read the class? its zero-shot accuracy with the pretraining label words (LABEL0 + class)
