@@ -26,15 +26,16 @@ CXXFLAGS   ?= $(OPT_FLAGS) $(ARCH_FLAGS)
 # portable AVX2 one — trains the same bits (README, "Which numbers depend on the machine"; tools/cross_build_check.sh).
 ALL_CXXFLAGS = -std=c++17 -fopenmp -ffp-contract=off -Wall -Wextra -Wno-unused-parameter -Isrc -MMD -MP $(CXXFLAGS)
 LDFLAGS    ?=
-LDLIBS     = -fopenmp -lm
+LDLIBS     = -fopenmp -lpcre2-8 -lm
 BUILD      ?= build
 NPROC      := $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS  += -j$(NPROC)
 
-# Debian packages the build needs (DESIGN.md "Dependencies"): the compiler and three header-only libraries.
+# Debian packages the build needs (DESIGN.md "Dependencies"): the compiler, three header-only libraries and PCRE2
+# (GPT-2's pre-tokenization pattern, src/data/gpt2_tokenizer.cpp).
 # python3-numpy is optional (the NumPy cross-checks are reported as skipped without it) but installed with them.
-DEB_PKGS    = g++ doctest-dev libstb-dev nlohmann-json3-dev python3-numpy
-DEP_HEADERS = /usr/include/doctest/doctest.h /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp
+DEB_PKGS    = g++ doctest-dev libstb-dev nlohmann-json3-dev libpcre2-dev python3-numpy
+DEP_HEADERS = /usr/include/doctest/doctest.h /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp /usr/include/pcre2.h
 DEP_INSTALL = apt-get update && apt-get install -y $(DEB_PKGS)
 
 LIB_SRCS   = $(wildcard src/engine/*.cpp src/layers/*.cpp src/models/*.cpp src/models/*/*.cpp src/data/*.cpp src/report/*.cpp)
@@ -97,7 +98,7 @@ deps:
 	  elif command -v apt-get >/dev/null 2>&1; then \
 	    echo "error: missing build dependencies:$$missing; as root, run: $(DEP_INSTALL)"; exit 1; \
 	  else \
-	    echo "error: missing build dependencies:$$missing (a C++17 compiler with OpenMP, doctest, stb, nlohmann-json; Debian: $(DEB_PKGS))"; exit 1; \
+	    echo "error: missing build dependencies:$$missing (a C++17 compiler with OpenMP, doctest, stb, nlohmann-json, PCRE2; Debian: $(DEB_PKGS))"; exit 1; \
 	  fi; \
 	fi
 
@@ -162,7 +163,7 @@ sanitize:
 # FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/<target>/ plus what earlier runs found in
 # build-fuzz/corpus/); a crash is saved in build-fuzz/crashes/<target>/ and fails the run — copy it into
 # tests/fuzz/crashes/<target>/, where `make test` replays it for ever after.
-FUZZ_TARGETS = checkpoint npy csv index_json bpe cli
+FUZZ_TARGETS = checkpoint npy csv index_json bpe cli gpt2_tokenizer gpt2_encode llmc hf_config
 FUZZ_SECONDS ?= 20
 FUZZ_FLAGS   = -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 fuzz:
@@ -171,7 +172,7 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "clang++ … -DICL_FUZZ_TARGET=$$t tests/fuzz/fuzz_main.cpp -o build-fuzz/fuzz_$$t"; \
 	  clang++ -std=c++17 -fopenmp -Isrc $(FUZZ_FLAGS) -fsanitize=fuzzer -DICL_FUZZ_TARGET=$$t tests/fuzz/fuzz_main.cpp \
-	    build-fuzz/tests/fuzz/fuzz_targets.o build-fuzz/libicl.a -o build-fuzz/fuzz_$$t -fopenmp -lm || exit 1; \
+	    build-fuzz/tests/fuzz/fuzz_targets.o build-fuzz/libicl.a -o build-fuzz/fuzz_$$t $(LDLIBS) || exit 1; \
 	done
 
 fuzz-run: fuzz

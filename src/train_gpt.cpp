@@ -9,6 +9,8 @@
 #include "engine/provenance.h"
 #include "models/attn_mod.h"
 #include "models/gpt.h"
+#include "models/gpt_infer.h"
+#include "models/pretrained.h"
 #include "models/trainer.h"
 
 using namespace icl;
@@ -21,7 +23,8 @@ void register_flags(Cli& cli) {
     add_gpt_flags(cli);  // --layers --width --heads and the attention modifications (models/gpt.h)
     add_task_shape_flags(cli);
     add_train_flags(cli);
-    cli.flag("--sample", "200", "text: bytes to sample after training (0 = none)");
+    add_pretrained_flags(cli);  // --load-hf --eval-text --prompt --export-hf (models/gpt_infer.h)
+    cli.flag("--sample", "200", "tokens to sample: text, after training (0 = none); with --prompt, after the prompt");
     cli.flag("--temperature", "0.8", "text: sampling temperature (0 = argmax)");
     cli.preset("tiny", "a seconds-long smoke run on the arithmetic task",
                {{"--steps", "20"}, {"--layers", "2"}, {"--width", "32"}, {"--heads", "2"}, {"--batch", "4"}, {"--eval-every", "10"}});
@@ -44,7 +47,10 @@ void register_flags(Cli& cli) {
         "  train_gpt --preset linreg --attn-mod regularized --attn-alpha 0.1   # modified attention (docs/duallens.md)\n"
         "  train_gpt --load out/train_gpt/X/model.safetensors --steps 100   # new run from a checkpoint's weights\n"
         "  train_gpt --preset arith --save-every 100 --out out/a              # resumable checkpoints every 100 steps\n"
-        "  train_gpt --resume out/a/checkpoint-300.safetensors                # continue that run from step 301");
+        "  train_gpt --resume out/a/checkpoint-300.safetensors                # continue that run from step 301\n"
+        "  train_gpt --load-hf gpt2/ --eval-text wiki.txt                     # GPT-2's perplexity (its folder's tokenizer)\n"
+        "  train_gpt --load-hf gpt2/ --prompt \"The meaning of\" --sample 20     # GPT-2 continues a prompt\n"
+        "  train_gpt --load-hf gpt2/ --task text --tokenizer gpt2/ --data notes.txt --seq 256 --steps 100   # fine-tune");
 }
 
 int run(int argc, char** argv) {
@@ -54,6 +60,7 @@ int run(int argc, char** argv) {
     if (!cli.parse(argc, argv)) return 0;
     resume_flags(cli);  // --resume: the run's flags from its checkpoint
     const RunEnv env = apply_run_flags(cli);
+    if (inference_run(cli)) return run_inference(cli, env);  // --eval-text / --prompt / --export-hf: no training
     const int threads = env.threads;
     const Device dev = env.dev;
     const uint64_t seed = cli.get_seed();
@@ -67,7 +74,13 @@ int run(int argc, char** argv) {
     GPTConfig cfg;
     task.configure(cfg);
     cfg = gpt_config_from_cli(cli, cfg);
-    if (!architecture_checkpoint(cli).empty()) cfg = checkpoint_config<GPTConfig>(cli, task, "gpt", {"--layers", "--width", "--heads", "--max-T"});
+    const bool hf = cli.has_value("--load-hf") && !cli.has_value("--resume");  // a resumed run's weights are its checkpoint's
+    if (hf) {
+        cfg = load_hf_config(cli);
+        task.check_fits(cfg.V, cfg.d_in, cfg.d_out, cfg.maxT);
+    } else if (!architecture_checkpoint(cli).empty()) {
+        cfg = checkpoint_config<GPTConfig>(cli, task, "gpt", {"--layers", "--width", "--heads", "--max-T"});
+    }
     cfg.validate();
     const int n_sample = (int)cli.get_int("--sample", 0, 1 << 20);
     const double temperature = cli.get_double("--temperature", 0, 100);
@@ -78,6 +91,7 @@ int run(int argc, char** argv) {
 
     GPT<float> model(cfg, dev, seed);
     if (cli.has_value("--load")) model.s.load(cli.get("--load"));
+    if (hf) pretrained_load(model, cli.get("--load-hf"));
     std::fprintf(stderr, "train_gpt: task %s, %lld parameters (L=%d C=%d NH=%d T=%d), batch %d, %d steps, %s, %d threads\n  run dir %s\n",
                  task.kind.c_str(), (long long)cfg.num_params(), cfg.L, cfg.C, cfg.NH, T, B, steps, device_name(dev), threads, o.run_dir.c_str());
 
@@ -104,8 +118,9 @@ int run(int argc, char** argv) {
         const std::vector<int>& val_text = task.text.val;
         Rng srng = Rng(seed).split(303);
         std::vector<int> prompt(val_text.begin(), val_text.begin() + std::min<size_t>(16, val_text.size()));
-        std::vector<int> out = model.sample(prompt, n_sample, temperature, srng);
-        std::string s = bytes_to_text(prompt.data(), (int)prompt.size()) + bytes_to_text(out.data(), (int)out.size());
+        std::vector<int> out = model.sample(prompt, n_sample, temperature, srng, task.V);
+        std::string s = task.gpt2 ? task.gpt2->decode(prompt) + task.gpt2->decode(out)
+                                  : bytes_to_text(prompt.data(), (int)prompt.size()) + bytes_to_text(out.data(), (int)out.size());
         std::printf("sample:\n%s\n", s.c_str());
         summary["sample"] = s;
     }

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
     if (icl_test::expect_gpu() && !icl_test::gpu_present())
         std::printf("[icl] ICL_EXPECT_GPU=1 and no usable GPU (%s): every GPU test case will fail\n", icl::cuda_status().c_str());
     if (!icl_test::have_numpy()) std::printf("[icl] skipping the NumPy cross-checks: /usr/bin/python3 with numpy not found\n");
+    const std::string tiktoken = icl_test::tiktoken_skip_reason();
+    if (!tiktoken.empty()) std::printf("[icl] skipping the GPT-2 tokenizer cross-check with js-tiktoken: %s\n", tiktoken.c_str());
     if (!icl_test::have_private_tmpfs())
         std::printf("[icl] skipping the full-tmpfs fault test: `unshare -rm` cannot mount a tmpfs here (no root, no user namespaces)\n");
     std::fflush(stdout);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -285,6 +286,40 @@ TEST_CASE("safetensors refusals: header length, truncation, trailing garbage") {
     CHECK_THROWS_AS(icl::safetensors_open(dir / "longer"), icl::Error);
 }
 
+TEST_CASE("safetensors: F16 and BF16 tensors (PyTorch's half types) read as float and double, exactly") {
+    // bit patterns and their values worked out from the formats' definitions (sign, exponent bias 15 / 127, mantissa)
+    const uint16_t h[] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x3555, 0x0000, 0x8000, 0x7C00};
+    const float hv[] = {1.0f, -2.0f, 65504.0f, 5.9604644775390625e-08f /* 2^-24 */, 0.333251953125f /* 1365/4096 */, 0.0f, -0.0f,
+                        std::numeric_limits<float>::infinity()};
+    const uint16_t b[] = {0x3F80, 0xC040, 0x4049, 0x0080};
+    const float bv[] = {1.0f, -3.0f, 3.140625f, 1.1754943508222875e-38f /* 2^-126 */};
+    std::string hdr = "{\"h\": {\"dtype\": \"F16\", \"shape\": [8], \"data_offsets\": [0, 16]}, "
+                      "\"b\": {\"dtype\": \"BF16\", \"shape\": [4], \"data_offsets\": [16, 24]}, "
+                      "\"i\": {\"dtype\": \"I64\", \"shape\": [1], \"data_offsets\": [24, 32]}}";
+    while (hdr.size() % 8) hdr += ' ';
+    std::string file(8, '\0');
+    const uint64_t n = hdr.size();
+    std::memcpy(&file[0], &n, 8);
+    file += hdr + std::string((const char*)h, 16) + std::string((const char*)b, 8) + std::string(8, '\0');
+    TmpDir dir;
+    spit(dir / "half.safetensors", file);
+    icl::SafetensorsFile f = icl::safetensors_open(dir / "half.safetensors");
+    float x[8];
+    double y[8];
+    f.read("h", {8}, x);
+    f.read("h", {8}, y);
+    for (int i = 0; i < 8; i++) {
+        CAPTURE(i);
+        CHECK(x[i] == hv[i]);
+        CHECK(y[i] == (double)hv[i]);
+    }
+    CHECK(std::signbit(x[6]));
+    f.read("b", {4}, x);
+    for (int i = 0; i < 4; i++) CHECK(x[i] == bv[i]);
+    CHECK(f.info("i").dtype == icl::StDtype::I64);  // validated, listed, never read
+    CHECK_THROWS_WITH_AS(f.read("i", {1}, x), doctest::Contains("tensor 'i' is I64, cannot read it as float"), icl::Error);
+}
+
 TEST_CASE("safetensors refusals: malformed JSON headers, dtypes, shapes and offsets") {
     TmpDir dir;
     const std::string d16(16, 'x');  // 16 data bytes: room for a (4,) F32 tensor
@@ -303,9 +338,9 @@ TEST_CASE("safetensors refusals: malformed JSON headers, dtypes, shapes and offs
         {"{\"a\": {\"shape\": [4], \"data_offsets\": [0, 16]}}", d16, "tensor 'a' has no dtype"},
         {"{\"a\": {\"dtype\": \"F32\", \"data_offsets\": [0, 16]}}", d16, "tensor 'a' has no shape"},
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [4]}}", d16, "tensor 'a' has no data_offsets"},
-        {"{\"a\": {\"dtype\": \"F16\", \"shape\": [8], \"data_offsets\": [0, 16]}}", d16, "unsupported dtype F16"},
-        {"{\"a\": {\"dtype\": \"BF16\", \"shape\": [8], \"data_offsets\": [0, 16]}}", d16, "unsupported dtype BF16"},
-        {"{\"a\": {\"dtype\": \"I64\", \"shape\": [2], \"data_offsets\": [0, 16]}}", d16, "unsupported dtype I64"},
+        {"{\"a\": {\"dtype\": \"F8_E4M3\", \"shape\": [16], \"data_offsets\": [0, 16]}}", d16, "unsupported dtype F8_E4M3"},
+        {"{\"a\": {\"dtype\": \"C64\", \"shape\": [2], \"data_offsets\": [0, 16]}}", d16, "unsupported dtype C64"},
+        {"{\"a\": {\"dtype\": \"F16\", \"shape\": [4], \"data_offsets\": [0, 16]}}", d16, "but F16 (4,) needs 8"},
         {"{\"a\": {\"dtype\": 32, \"shape\": [4], \"data_offsets\": [0, 16]}}", d16, "unsupported dtype 32"},
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [-4], \"data_offsets\": [0, 16]}}", d16, "shape must hold non-negative integers"},
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2.0, 2], \"data_offsets\": [0, 16]}}", d16, "shape must hold non-negative integers"},

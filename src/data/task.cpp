@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/fileio.h"
+
 namespace icl {
 
 void add_task_flags(Cli& cli) {
@@ -25,7 +27,8 @@ void add_task_shape_flags(Cli& cli) {
     cli.flag("--l-start", "48", "mix: the first text is cut at a uniform position in [--l-start, --l-finish]");
     cli.flag("--l-finish", "80", "mix: see --l-start");
     cli.flag("--two-texts", "0.5", "mix: probability that a training sequence joins two texts (else one)");
-    cli.flag("--tokenizer", "", "mix: a BPE file from tools/bpe (default: bytes)");
+    cli.flag("--tokenizer", "", "text: a GPT-2 tokenizer folder (vocab.json + merges.txt, or encoder.json + vocab.bpe); mix: a BPE file "
+                                "from tools/bpe (default: bytes)");
 }
 
 Task::Task(const Cli& cli, int B_, uint64_t seed)
@@ -35,7 +38,7 @@ Task::Task(const Cli& cli, int B_, uint64_t seed)
     refuse_unused_flags(cli, kind,
                         {{"--n-tasks", {"arith"}}, {"--n-ex", {"arith"}}, {"--digits", {"arith"}}, {"--d-in", {"linreg"}},
                          {"--pairs", {"linreg"}}, {"--noise", {"linreg"}}, {"--seq", {"text", "mix"}}, {"--data", {"text", "mix"}},
-                         {"--tokenizer", {"mix"}}, {"--l-start", {"mix"}}, {"--l-finish", {"mix"}}, {"--two-texts", {"mix"}},
+                         {"--tokenizer", {"text", "mix"}}, {"--l-start", {"mix"}}, {"--l-finish", {"mix"}}, {"--two-texts", {"mix"}},
                          {"--sample", {"text"}}, {"--temperature", {"text"}}},
                         "--task " + kind);
     arith = {(int)cli.get_int("--n-tasks", 1, 64), (int)cli.get_int("--n-ex", 1, 64), (int)cli.get_int("--digits", 1, 6)};
@@ -45,8 +48,15 @@ Task::Task(const Cli& cli, int B_, uint64_t seed)
     if (kind == "text") {
         T = (int)cli.get_int("--seq", 1, 1 << 20);
         if (!cli.has_value("--data")) fail_usage("--task text needs --data FILE");
-        text = text_load(cli.get("--data"), 0.1, T);
-        V = BYTE_VOCAB;
+        if (cli.has_value("--tokenizer")) {
+            gpt2 = std::make_shared<GPT2Tokenizer>(GPT2Tokenizer::load(cli.get("--tokenizer")));
+            const std::string path = cli.get("--data");
+            text = text_split(path, gpt2->encode(read_file(path, kMaxTextFileBytes, "--data text file")), 0.1, T, "tokens");
+            V = gpt2->size();
+        } else {
+            text = text_load(cli.get("--data"), 0.1, T);
+            V = BYTE_VOCAB;
+        }
     }
     if (kind == "mix") {
         T = (int)cli.get_int("--seq", 1, 1 << 20);
@@ -105,8 +115,11 @@ double Task::answer_accuracy(const std::vector<float>& logits, int i) const {
 }
 
 void Task::check_fits(int model_V, int model_d_in, int model_d_out, int model_maxT) const {
-    if (model_V != V || model_d_in != d_in || model_d_out != d_out)
-        fail("--load: the checkpoint's input/output shape does not fit --task " + kind);
+    // a tokenized text fits a model with a larger (padded) vocabulary too: GPT-2's 50257 tokens in OPT's 50272 rows
+    const bool vocab_fits = gpt2 ? model_V >= V : model_V == V;
+    if (!vocab_fits || model_d_in != d_in || model_d_out != d_out)
+        fail(strfmt("the model (V=%d, d_in=%d, d_out=%d) does not fit --task %s (V=%d, d_in=%d, d_out=%d)", model_V, model_d_in, model_d_out,
+                    kind.c_str(), V, d_in, d_out));
     if (model_maxT < T) fail(strfmt("--load: the checkpoint's max-T %d is shorter than the task's %d", model_maxT, T));
 }
 

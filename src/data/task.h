@@ -26,6 +26,7 @@
 #include "data/batch.h"
 #include "data/linreg.h"
 #include "data/mixture.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/text.h"
 #include "engine/cli.h"
 #include "engine/common.h"
@@ -46,6 +47,7 @@ struct Task {
     Corpus corpus;                // mix: categorized text (data/mixture.h)
     MixConfig mix;
     std::shared_ptr<BPE> bpe;     // mix: --tokenizer (null: bytes)
+    std::shared_ptr<GPT2Tokenizer> gpt2;  // text: --tokenizer DIR, GPT-2's BPE (null: bytes)
     int T = 0;                    // input positions per sequence
     int V = 0;                    // token vocabulary (0 = vector input)
     int d_in = 0, d_out = 0;      // linreg: input / target vector widths (0 otherwise)

@@ -15,10 +15,14 @@ TextData text_load(const std::string& path, double val_fraction, int T) {
     const std::string bytes = read_file(path, kMaxTextFileBytes, "--data text file");
     std::vector<int> all(bytes.begin(), bytes.end());
     for (int& b : all) b &= 0xff;  // bytes as token ids 0..255
+    return text_split(path, std::move(all), val_fraction, T);
+}
+
+TextData text_split(const std::string& path, std::vector<int> all, double val_fraction, int T, const char* unit) {
     size_t nval = (size_t)(all.size() * val_fraction);
     if (all.size() - nval < (size_t)T + 1 || nval < (size_t)T + 1)
-        fail(strfmt("--data: '%s' has %zu bytes; need at least %zu for train and validation windows of %d+1 bytes",
-                    path.c_str(), all.size(), (size_t)((T + 1) / std::min(val_fraction, 1 - val_fraction)) + 1, T));
+        fail(strfmt("--data: '%s' has %zu %s; need at least %zu for train and validation windows of %d+1 %s",
+                    path.c_str(), all.size(), unit, (size_t)((T + 1) / std::min(val_fraction, 1 - val_fraction)) + 1, T, unit));
     TextData d;
     d.path = path;
     d.train.assign(all.begin(), all.end() - nval);

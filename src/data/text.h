@@ -19,6 +19,8 @@ struct TextData {
 
 // Load `path`; fails with a message if it is missing, unreadable or too short for windows of T+1 tokens.
 TextData text_load(const std::string& path, double val_fraction, int T);
+// The same split of token ids `all` read from `path` (a tokenized text: --task text --tokenizer DIR).
+TextData text_split(const std::string& path, std::vector<int> all, double val_fraction, int T, const char* unit = "bytes");
 
 // B random windows of T+1 bytes from `split` (train or val): inputs = window[0..T-1], targets = window[1..T].
 Batch text_batch(const std::vector<int>& split, int B, int T, Rng& rng);

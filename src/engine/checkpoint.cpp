@@ -149,8 +149,8 @@ void load_checkpoint(const std::string& path, const std::string& model_kind, con
         if (t.shape != s.shape)
             fail(strfmt("checkpoint %s: tensor '%s' has shape %s, model expects %s", path.c_str(), s.name.c_str(),
                         shape_str(t.shape).c_str(), shape_str(s.shape).c_str()));
-        if (t.dtype == StDtype::I32)
-            fail(strfmt("checkpoint %s: tensor '%s' has dtype I32, model expects floating point", path.c_str(), s.name.c_str()));
+        if (!st_dtype_is_float(t.dtype))
+            fail(strfmt("checkpoint %s: tensor '%s' has dtype %s, model expects floating point", path.c_str(), s.name.c_str(), st_dtype_name(t.dtype)));
     }
     for (const std::string& name : f.names())
         if (!table.has(name) && name.rfind(kOptimizerPrefix, 0) != 0)
@@ -169,7 +169,7 @@ void load_checkpoint_companions(const std::string& path, const TensorTable& tabl
                             "written by --save-every, or start from its weights with --load",
                             path.c_str(), name.c_str()));
             const StTensorInfo& t = f.info(name);
-            if (t.shape != s.shape || t.dtype == StDtype::I32)
+            if (t.shape != s.shape || !st_dtype_is_float(t.dtype))
                 fail(strfmt("checkpoint %s: optimizer state '%s' has shape %s, expected %s", path.c_str(), name.c_str(),
                             shape_str(t.shape).c_str(), shape_str(s.shape).c_str()));
         }

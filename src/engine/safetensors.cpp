@@ -25,15 +25,39 @@ using ojson = nlohmann::ordered_json;
 // otherwise make us allocate gigabytes).
 static const uint64_t kMaxHeader = 100000000;
 
-const char* st_dtype_name(StDtype d) {
-    switch (d) {
-        case StDtype::F32: return "F32";
-        case StDtype::F64: return "F64";
-        case StDtype::I32: return "I32";
-    }
-    return "?";
+struct DtypeRow { StDtype d; const char* name; size_t size; bool is_float; };
+static const DtypeRow kDtypes[] = {
+    {StDtype::F32, "F32", 4, true},  {StDtype::F64, "F64", 8, true}, {StDtype::I32, "I32", 4, false},
+    {StDtype::F16, "F16", 2, true},  {StDtype::BF16, "BF16", 2, true}, {StDtype::I64, "I64", 8, false},
+    {StDtype::I16, "I16", 2, false}, {StDtype::I8, "I8", 1, false},    {StDtype::U8, "U8", 1, false},
+    {StDtype::BOOL, "BOOL", 1, false},
+};
+static const DtypeRow& dtype_row(StDtype d) {
+    for (const DtypeRow& r : kDtypes)
+        if (r.d == d) return r;
+    ICL_ASSERT(false);
+    return kDtypes[0];
 }
-size_t st_dtype_size(StDtype d) { return d == StDtype::F64 ? 8 : 4; }
+const char* st_dtype_name(StDtype d) { return dtype_row(d).name; }
+size_t st_dtype_size(StDtype d) { return dtype_row(d).size; }
+bool st_dtype_is_float(StDtype d) { return dtype_row(d).is_float; }
+
+// half: 1 sign, 5 exponent (bias 15), 10 mantissa bits; subnormals are m·2^-24, exponent 31 is inf/NaN.
+float half_to_float(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v;
+    if (e == 0) v = std::ldexp((float)m, -24);
+    else if (e == 31) v = m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+    else v = std::ldexp((float)(m | 0x400), (int)e - 25);
+    return sign ? -v : v;
+}
+// bfloat16 is the top half of a float's bits.
+float bfloat16_to_float(uint16_t b) {
+    const uint32_t bits = (uint32_t)b << 16;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    return v;
+}
 
 // ---- writing -------------------------------------------------------------------------------------------
 
@@ -113,9 +137,20 @@ const StTensorInfo& SafetensorsFile::checked(const std::string& name, const Shap
     return t;
 }
 
+// F16 / BF16 bits into float or double.
+template <typename real>
+static void widen_half(StDtype d, const std::vector<uint16_t>& h, real* dst) {
+    for (size_t i = 0; i < h.size(); i++) dst[i] = (real)(d == StDtype::F16 ? half_to_float(h[i]) : bfloat16_to_float(h[i]));
+}
+
 void SafetensorsFile::read(const std::string& name, const Shape& expected, float* dst) const {
     const StTensorInfo& t = checked(name, expected);
     if (t.dtype == StDtype::F32) return read_bytes(t, dst);
+    if (t.dtype == StDtype::F16 || t.dtype == StDtype::BF16) {
+        std::vector<uint16_t> tmp((size_t)numel(t.shape));
+        read_bytes(t, tmp.data());
+        return widen_half(t.dtype, tmp, dst);
+    }
     if (t.dtype == StDtype::F64) {
         std::vector<double> tmp((size_t)numel(t.shape));
         read_bytes(t, tmp.data());
@@ -128,6 +163,11 @@ void SafetensorsFile::read(const std::string& name, const Shape& expected, float
 void SafetensorsFile::read(const std::string& name, const Shape& expected, double* dst) const {
     const StTensorInfo& t = checked(name, expected);
     if (t.dtype == StDtype::F64) return read_bytes(t, dst);
+    if (t.dtype == StDtype::F16 || t.dtype == StDtype::BF16) {
+        std::vector<uint16_t> tmp((size_t)numel(t.shape));
+        read_bytes(t, tmp.data());
+        return widen_half(t.dtype, tmp, dst);
+    }
     if (t.dtype == StDtype::F32) {
         std::vector<float> tmp((size_t)numel(t.shape));
         read_bytes(t, tmp.data());
@@ -213,11 +253,12 @@ SafetensorsFile safetensors_open(const std::string& path) {
         t.name = name;
         const nlohmann::json& dt = v["dtype"];
         std::string dts = dt.is_string() ? dt.get<std::string>() : dt.dump();
-        if (dts == "F32") t.dtype = StDtype::F32;
-        else if (dts == "F64") t.dtype = StDtype::F64;
-        else if (dts == "I32") t.dtype = StDtype::I32;
-        else fail(strfmt("%s: tensor '%s' has unsupported dtype %s (supported: F32, F64, I32)", path.c_str(), name.c_str(),
-                         dts.substr(0, 40).c_str()));
+        bool known = false;
+        for (const DtypeRow& r : kDtypes)
+            if (dts == r.name) { t.dtype = r.d; known = true; }
+        if (!known)
+            fail(strfmt("%s: tensor '%s' has unsupported dtype %s (supported: F32, F64, F16, BF16, I32, I64, I16, I8, U8, BOOL)",
+                        path.c_str(), name.c_str(), dts.substr(0, 40).c_str()));
         const nlohmann::json& sh = v["shape"];
         if (!sh.is_array()) fail(strfmt("%s: tensor '%s': shape is not a list", path.c_str(), name.c_str()));
         // Byte size numel * dtype size, saturating at UINT64_MAX (it is compared with the offsets below).

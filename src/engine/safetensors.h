@@ -9,7 +9,9 @@
 //   DATA     raw little-endian C-order tensor bytes. Offsets are relative to the start of DATA; the
 //            tensors tile DATA exactly: contiguous, no holes, no overlaps, END - BEGIN = numel * dtype size.
 //
-// Supported dtypes: "F32" (float), "F64" (double), "I32" (int32_t). Metadata is string -> string only.
+// Written dtypes: "F32" (float), "F64" (double), "I32" (int32_t). Read besides: "F16" and "BF16" (as saved by
+// PyTorch; converted to float or double on read), and "I64", "I16", "I8", "U8", "BOOL" (validated in the header,
+// e.g. Hugging Face's attention-mask buffers, but never read). Metadata is string -> string only.
 //
 // The writer is atomic (temporary file + rename; see engine/fileio.h): if it fails, the file
 // previously at `path` is intact. Entries are written in the given order, except that 8-byte dtypes go
@@ -19,7 +21,8 @@
 // icl::Error naming the file, anything that does not follow the rules above. read() then refuses a
 // missing tensor, a shape other than the expected one, and a dtype it cannot convert:
 //     F32 <-> F64   converted on read (float checkpoint into a double model and back)
-//     I32           only into int32_t;  F32/F64 never into int32_t.
+//     F16, BF16     into float or double (exactly: every half and bfloat16 value is a float)
+//     I32           only into int32_t;  floating point never into int32_t; the other integer dtypes never read.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -33,9 +36,13 @@
 
 namespace icl {
 
-enum class StDtype { F32, F64, I32 };
-const char* st_dtype_name(StDtype d);  // "F32", "F64", "I32"
-size_t st_dtype_size(StDtype d);       // 4, 8, 4
+enum class StDtype { F32, F64, I32, F16, BF16, I64, I16, I8, U8, BOOL };
+const char* st_dtype_name(StDtype d);  // "F32", "F64", "I32", …
+size_t st_dtype_size(StDtype d);       // 4, 8, 4, 2, 2, 8, 2, 1, 1, 1
+bool st_dtype_is_float(StDtype d);     // F32, F64, F16, BF16: readable into float and double
+// IEEE half and bfloat16 bits -> float (exact).
+float half_to_float(uint16_t h);
+float bfloat16_to_float(uint16_t b);
 
 // One tensor to write: its data (numel(shape) elements of dtype, C order) stays owned by the caller.
 struct StEntry {

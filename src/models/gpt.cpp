@@ -195,8 +195,9 @@ std::vector<real> GPT<real>::outputs() {
 }
 
 template <typename real>
-std::vector<int> GPT<real>::sample(const std::vector<int>& prompt, int n, double temperature, Rng& rng) {
+std::vector<int> GPT<real>::sample(const std::vector<int>& prompt, int n, double temperature, Rng& rng, int v_limit) {
     if (cfg.d_in > 0 || cfg.d_out > 0) fail("sampling needs a token model with an LM head");
+    const int V = v_limit > 0 ? std::min(v_limit, cfg.V) : cfg.V;
     std::vector<int> seq = prompt;
     if (seq.empty()) seq.push_back(0);
     for (int i = 0; i < n; i++) {
@@ -206,17 +207,17 @@ std::vector<int> GPT<real>::sample(const std::vector<int>& prompt, int n, double
         bt.tokens.assign(seq.begin() + start, seq.end());
         bt.T = (int)bt.tokens.size();
         forward(bt);
-        std::vector<real> logits = s.to_host(s.acts, s.atable.offset("logits") + (size_t)(bt.T - 1) * cfg.V, cfg.V);
+        std::vector<real> logits = s.to_host(s.acts, s.atable.offset("logits") + (size_t)(bt.T - 1) * cfg.V, V);
         int next = 0;
         if (temperature <= 0) {
             next = (int)(std::max_element(logits.begin(), logits.end()) - logits.begin());
         } else {
             double mx = *std::max_element(logits.begin(), logits.end()), z = 0;
-            std::vector<double> p(cfg.V);
-            for (int v = 0; v < cfg.V; v++) z += p[v] = std::exp(((double)logits[v] - mx) / temperature);
+            std::vector<double> p(V);
+            for (int v = 0; v < V; v++) z += p[v] = std::exp(((double)logits[v] - mx) / temperature);
             double u = rng.uniform() * z, c = 0;
-            next = cfg.V - 1;
-            for (int v = 0; v < cfg.V; v++) { c += p[v]; if (u < c) { next = v; break; } }
+            next = V - 1;
+            for (int v = 0; v < V; v++) { c += p[v]; if (u < c) { next = v; break; } }
         }
         seq.push_back(next);
     }

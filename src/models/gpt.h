@@ -70,8 +70,9 @@ struct GPT {
     void backward();
     // Inference-only logits (B,T,V) or predictions (B,T,d_out) of the last forward, on the host.
     std::vector<real> outputs();
-    // Sample `n` tokens after `prompt` (token models only); temperature 0 = argmax.
-    std::vector<int> sample(const std::vector<int>& prompt, int n, double temperature, Rng& rng);
+    // Sample `n` tokens after `prompt` (token models only); temperature 0 = argmax. v_limit > 0: only ids below it
+    // (a tokenizer smaller than the model's padded vocabulary).
+    std::vector<int> sample(const std::vector<int>& prompt, int n, double temperature, Rng& rng, int v_limit = 0);
 
     BatchSpec batch_spec() const;   // what forward accepts (data/batch.h)
     // What moves between steps besides the parameters (resumable checkpoints): the random-neighbour draw count.

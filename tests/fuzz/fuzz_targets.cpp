@@ -3,13 +3,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "data/bpe_tokenizer.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/task.h"
 #include "engine/checkpoint.h"
 #include "engine/cli.h"
@@ -20,6 +24,7 @@
 #include "models/cgt/cgt.h"
 #include "models/gpt.h"
 #include "models/iclca/kernel_lm.h"
+#include "models/pretrained.h"
 #include "models/trainer.h"
 #include "report/plot.h"
 
@@ -66,7 +71,7 @@ int checkpoint(const uint8_t* data, size_t size) {
             if (t.dtype == icl::StDtype::I32) {
                 std::vector<int32_t> v((size_t)icl::numel(t.shape));
                 f.read(n, t.shape, v.data());
-            } else {
+            } else if (icl::st_dtype_is_float(t.dtype)) {
                 std::vector<double> v((size_t)icl::numel(t.shape));
                 f.read(n, t.shape, v.data());
             }
@@ -148,9 +153,80 @@ int cli(const uint8_t* data, size_t size) {
     });
 }
 
+int gpt2_tokenizer(const uint8_t* data, size_t size) {
+    const uint8_t* nul = (const uint8_t*)std::memchr(data, 0, size);
+    const size_t cut = nul ? (size_t)(nul - data) : size;
+    const std::string dir = scratch() + "/gpt2tok";
+    std::filesystem::create_directories(dir);
+    as_file("gpt2tok/vocab.json", data, cut);
+    as_file("gpt2tok/merges.txt", data + std::min(size, cut + 1), size - std::min(size, cut + 1));
+    return refusal_ok([&] {
+        icl::GPT2Tokenizer t = icl::GPT2Tokenizer::load(dir);
+        const std::string text = "Hello, world! 123 h\xc3\xa9llo\n\tthe end \xff";
+        if (t.decode(t.encode(text)) != text) std::abort();  // every byte string round-trips
+    });
+}
+
+int gpt2_encode(const uint8_t* data, size_t size) {
+    // a small tokenizer: the 256 byte symbols of GPT-2's alphabet (bytes_to_unicode) and a few merges
+    static const icl::GPT2Tokenizer tok = [] {
+        std::vector<int> bs;
+        for (int b = '!'; b <= '~'; b++) bs.push_back(b);
+        for (int b = 0xA1; b <= 0xAC; b++) bs.push_back(b);
+        for (int b = 0xAE; b <= 0xFF; b++) bs.push_back(b);
+        std::vector<int> cs = bs;
+        for (int b = 0, n = 0; b < 256; b++)
+            if (std::find(bs.begin(), bs.end(), b) == bs.end()) { bs.push_back(b); cs.push_back(256 + n++); }
+        auto utf8 = [](int c) {
+            std::string s;
+            if (c < 0x80) s += (char)c;
+            else { s += (char)(0xC0 | (c >> 6)); s += (char)(0x80 | (c & 0x3F)); }
+            return s;
+        };
+        std::map<int, std::string> sym;
+        for (size_t i = 0; i < bs.size(); i++) sym[bs[i]] = utf8(cs[i]);
+        nlohmann::json v = nlohmann::json::object();
+        for (int b = 0; b < 256; b++) v[sym[b]] = b;
+        const std::vector<std::pair<std::string, std::string>> merges = {{sym[' '], "t"}, {"h", "e"}, {sym[' '] + "t", "he"}, {"i", "n"}, {sym[' '], "a"}};
+        std::string mt = "#version: 0.2\n";
+        for (auto& m : merges) {
+            v[m.first + m.second] = (int)v.size();
+            mt += m.first + " " + m.second + "\n";
+        }
+        const std::string dir = scratch() + "/gpt2enc";
+        std::filesystem::create_directories(dir);
+        const std::string vj = v.dump();
+        as_file("gpt2enc/vocab.json", (const uint8_t*)vj.data(), vj.size());
+        as_file("gpt2enc/merges.txt", (const uint8_t*)mt.data(), mt.size());
+        return icl::GPT2Tokenizer::load(dir);
+    }();
+    const std::string s((const char*)data, size);
+    if (tok.decode(tok.encode(s)) != s) std::abort();
+    return 0;
+}
+
+int llmc(const uint8_t* data, size_t size) {
+    const std::string p = as_file("model.bin", data, size);
+    return refusal_ok([&] {
+        const icl::GPTConfig c = icl::pretrained_config(p);
+        if (c.num_params() > (1 << 20)) return;  // the header was validated against the file size; no need to allocate it
+        icl::GPT<float> m(c, icl::Device::cpu, 1);
+        icl::pretrained_load(m, p);
+    });
+}
+
+int hf_config(const uint8_t* data, size_t size) {
+    const std::string dir = scratch() + "/hf";
+    std::filesystem::create_directories(dir);
+    as_file("hf/config.json", data, size);
+    return refusal_ok([&] { (void)icl::pretrained_config(dir); });
+}
+
 const std::vector<Named>& targets() {
     static const std::vector<Named> t = {{"checkpoint", checkpoint}, {"npy", npy}, {"csv", csv},
-                                         {"index_json", index_json}, {"bpe", bpe}, {"cli", cli}};
+                                         {"index_json", index_json}, {"bpe", bpe}, {"cli", cli},
+                                         {"gpt2_tokenizer", gpt2_tokenizer}, {"gpt2_encode", gpt2_encode}, {"llmc", llmc},
+                                         {"hf_config", hf_config}};
     return t;
 }
 

@@ -20,6 +20,10 @@ int csv(const uint8_t* data, size_t size);         // log.csv / results CSVs: re
 int index_json(const uint8_t* data, size_t size);  // a dump's index.json: npydiff of two dumps holding it
 int bpe(const uint8_t* data, size_t size);         // a BPE merges file: BPE::load, then encode/decode a text
 int cli(const uint8_t* data, size_t size);         // a command line (arguments split at newlines): parse, read every flag
+int gpt2_tokenizer(const uint8_t* data, size_t size);  // vocab.json NUL merges.txt: GPT2Tokenizer::load, encode/decode a text
+int gpt2_encode(const uint8_t* data, size_t size);     // any bytes through a small GPT-2 tokenizer: decode(encode(s)) == s
+int llmc(const uint8_t* data, size_t size);            // an llm.c .bin: pretrained_config, and the weights when small
+int hf_config(const uint8_t* data, size_t size);       // a Hugging Face config.json: pretrained_config
 
 struct Named {
     const char* name;  // also the corpus folder: tests/fuzz/corpus/<name>/
