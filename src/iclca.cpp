@@ -41,7 +41,8 @@ const std::vector<Subcommand> kSubcommands = {
 // The flags only some subcommands read: given to another, they are refused rather than ignored.
 const FlagUsers kFlagUsers = {
     {"--resume", {"train"}}, {"--save-every", {"train"}}, {"--dump-step", {"train", "e2"}}, {"--dump-npy", {"train", "e2"}},
-    {"--eval-batches", {"eval"}}, {"--task", {"train", "eval"}}, {"--data", {"train", "eval"}}, {"--prompt", {"convert", "generate"}},
+    {"--eval-batches", {"eval"}}, {"--task", {"train", "eval"}}, {"--data", {"train", "eval"}}, {"--prompt", {"convert", "generate", "e4"}},
+    {"--input", {"e4"}}, {"--load-hf", {"e4"}}, {"--tokenizer", {"e4"}},
     {"--p0", {"convert"}}, {"--save", {"train", "convert"}}, {"--load", {"train", "convert", "eval", "generate", "e2", "e4"}},
     {"--trials", {"e1", "e2", "e4"}}, {"--sizes", {"e1"}}, {"--M", {"e1", "e4"}}, {"--N", {"e1", "e4"}}, {"--seeds", {"e3"}},
     {"--replot", {"e3"}}, {"--Ms", {"bench"}}, {"--Ts", {"bench"}}, {"--gen", {"bench", "generate"}}, {"--features", {"e4"}},
@@ -59,7 +60,11 @@ void register_flags(Cli& cli) {
     cli.set_default("--warmup", "50");
     cli.set_default("--weight-decay", "0.01");
     cli.set_default("--eval-every", "250");
-    cli.flag("--prompt", "", "convert: prompt text, or a file holding it; generate: the text to continue");
+    cli.flag("--prompt", "", "convert: prompt text, or a file holding it; generate: the text to continue; e4 with --load-hf: the ICL "
+                             "prompt (text or file, tokenized by the model's tokenizer; then --input is what follows it)");
+    cli.flag("--input", "", "e4 with --load-hf and --prompt: the input text after the prompt (the paper: \"He is the CEO of\")");
+    cli.flag("--load-hf", "", "e4: a pretrained softmax GPT (Hugging Face GPT-2 / OPT folder or llm.c .bin; models/pretrained.h)");
+    cli.flag("--tokenizer", "", "e4 with --prompt: GPT-2 tokenizer folder (default: the --load-hf folder's vocab.json + merges.txt)");
     cli.flag("--p0", "0", "convert: position of the prompt's first token (the converted model starts its input there)");
     cli.flag("--trials", "20", "e1: random (prompt, input) pairs per size; e2: evaluation chains");
     cli.flag("--sizes", "205k,2m,20m", "e1: model sizes among 205k,2m,20m,200m");

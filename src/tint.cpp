@@ -36,7 +36,8 @@ const std::vector<Subcommand> kSubcommands = {
 // Which subcommands read each flag; a flag given to any other is refused, not ignored. The architecture flags, --seed,
 // --threads and --out are everyone's (--layers … --act are refused beside --load where a subcommand takes one).
 const FlagUsers kFlagUsers = {
-    {"--save", {"train"}}, {"--load", {"check", "params", "lm", "fewshot", "eps", "bench"}},
+    {"--save", {"train"}}, {"--load", {"check", "params", "lm", "fewshot", "eps", "bench"}}, {"--load-hf", {"params", "lm"}},
+    {"--tokenizer", {"lm"}},
     {"--dump-npy", {"train", "lm", "fewshot", "check"}}, {"--task", {"train"}}, {"--data", {"train", "lm"}},
     {"--steps", {"train", "lm", "fewshot"}}, {"--batch", {"train", "lm", "fewshot"}}, {"--lr", {"train", "lm", "fewshot"}},
     {"--warmup", {"train", "lm", "fewshot"}}, {"--eval-every", {"train", "lm", "fewshot"}},
@@ -54,7 +55,10 @@ void register_flags(Cli& cli) {
     add_common_flags(cli, {"3000", "16", "3e-3", "1"});
     add_subcommands(cli, kSubcommands);
     cli.flag("--task", "text", "train: text (bytes of --data) | fewshot (the synthetic labelled task)");
-    cli.flag("--data", kDefaultText, "text: a text file (bytes); 10% at the end is validation");
+    cli.flag("--data", kDefaultText, "text: a text file (bytes; with --load-hf its GPT-2 tokens); 10% at the end is validation");
+    cli.flag("--load-hf", "", "params, lm: a pretrained auxiliary model, a Hugging Face OPT (pre-LN) or GPT-2 folder or an llm.c .bin "
+                              "(models/pretrained.h); --seq N keeps its first N positions (the lm window)");
+    cli.flag("--tokenizer", "", "lm with --load-hf: a GPT-2 tokenizer folder (default: the --load-hf folder's vocab.json + merges.txt)");
     cli.flag("--act", "relu", "auxiliary MLP activation: relu (OPT) | gelu (GPT-2)");
     add_gpt_flags(cli, {"4", "48", "3", false});  // the auxiliary model is the engine's GPT (width divisible by --S)
     cli.flag("--seq", "64", "auxiliary positions T (= the evaluation window of lm; the context of fewshot)");
@@ -87,7 +91,8 @@ void register_flags(Cli& cli) {
         "  tint train --task text --save out/lm.safetensors\n"
         "  tint lm --load out/lm.safetensors           # perplexity: vanilla / TinT / dynamic evaluation\n"
         "  tint fewshot                                # trains the few-shot model first if no --load\n"
-        "  tint eps; tint bench --threads 1");
+        "  tint eps; tint bench --threads 1\n"
+        "  tint lm --load-hf opt-125m --seq 128 --data wiki.txt   # a pretrained OPT as the auxiliary model (a long CPU job)");
 }
 
 int run(int argc, char** argv) {

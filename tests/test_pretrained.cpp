@@ -13,6 +13,8 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <sstream>
 #include <tuple>
 #include <string>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "engine/safetensors.h"
 #include "file_util.h"
 #include "models/gpt.h"
+#include "data/gpt2_tokenizer.h"
 #include "models/gpt_infer.h"
 #include "models/pretrained.h"
 #include "run_binary.h"
@@ -479,6 +482,92 @@ TEST_CASE("pretrained: train_gpt --load-hf trains, evaluates and exports; flags 
         CHECK(x.code == k.code);
         CHECK(x.err.find(k.needle) != std::string::npos);
     }
+}
+
+TEST_CASE("pretrained: iclca e4 --load-hf runs the approximate conversion on a GPT-2 folder, on token ids or on text") {
+    TmpDir d;
+    icl::GPTConfig c = small_config();
+    c.V = 267;  // the 256 byte symbols, 10 merges and <|endoftext|> of the small tokenizer of the fuzz corpus
+    c.maxT = 64;
+    export_random(d / "hf", c, 4);
+    const std::string tok = slurp(icl_test::repo_root() + "/tests/fuzz/corpus/gpt2_tokenizer/small");
+    const size_t nul = tok.find('\0');
+    REQUIRE(nul != std::string::npos);
+    spit(d / "hf/vocab.json", tok.substr(0, nul));
+    spit(d / "hf/merges.txt", tok.substr(nul + 1));
+    const icl::GPT2Tokenizer t = icl::GPT2Tokenizer::load(d / "hf");
+    REQUIRE(t.size() == 267);
+    const std::string prompt = "Bill Gates was born at Seattle, Washington.", input = " He is the CEO of";
+    using icl_test::run;
+    icl_test::Result r = run("iclca e4 --load-hf " + (d / "hf") + " --prompt '" + prompt + "' --input '" + input +
+                             "' --features 16,256 --trials 2 --out " + (d / "e4"));
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    const nlohmann::json j = nlohmann::json::parse(slurp(d / "e4/summary.json"));
+    CHECK(j["text"] == true);
+    CHECK(j["M"] == (int)t.encode(prompt).size());
+    CHECK(j["N"] == (int)t.encode(input).size());
+    CHECK(j["source"] == d / "hf");
+    CHECK(j["rows"].size() == 2);
+    for (auto& row : j["rows"]) CHECK(std::isfinite(row["relerr_converted_offset"].get<double>()));
+    CHECK(r.out.find("E4 ICLAA on a softmax GPT (" + (d / "hf") + "; L=2 C=16 NH=4 hs=4)") != std::string::npos);
+    // random token ids from the model's vocabulary, as without --load-hf
+    r = run("iclca e4 --load-hf " + (d / "hf") + " --M 10 --N 5 --features 16 --trials 2 --out " + (d / "e4b"));
+    CHECK(r.code == 0);
+    struct Case { std::string cmd; const char* needle; };
+    for (const Case& k : {Case{"iclca e4 --load-hf " + (d / "hf") + " --width 32", "--width: the GPT comes from --load-hf"},
+                          Case{"iclca e4 --load-hf " + (d / "hf") + " --prompt abc", "--prompt and --input: e4 needs both"},
+                          Case{"iclca e4 --prompt abc --input d", "--prompt: e4 takes text only with --load-hf"},
+                          Case{"iclca e1 --load-hf " + (d / "hf"), "--load-hf: iclca e1 does not use it (only e4)"},
+                          Case{"iclca e4 --load-hf " + (d / "hf") + " --M 60 --N 10", "exceeds the GPT's max-T 64"}}) {
+        icl_test::Result x = run(k.cmd);
+        CAPTURE(k.cmd);
+        CAPTURE(x.err);
+        CHECK(x.code == 2);
+        CHECK(x.err.find(k.needle) != std::string::npos);
+    }
+}
+
+TEST_CASE("pretrained: tint lm with a GPT-2 folder as the auxiliary model (its tokens, its first --seq positions)") {
+    TmpDir d;
+    icl::GPTConfig c = small_config();
+    c.V = 267;  // the small tokenizer of the fuzz corpus
+    c.maxT = 32;
+    export_random(d / "hf", c, 6);
+    const std::string tok = slurp(icl_test::repo_root() + "/tests/fuzz/corpus/gpt2_tokenizer/small");
+    spit(d / "hf/vocab.json", tok.substr(0, tok.find('\0')));
+    spit(d / "hf/merges.txt", tok.substr(tok.find('\0') + 1));
+    icl_test::Result r = icl_test::run("tint lm --load-hf " + (d / "hf") + " --seq 16 --S 4 --H-sim 5 --data " + icl_test::repo_root() +
+                                       "/README.md --windows 4 --dev-windows 2 --budgets 1:1 --etas 1e-2 --fracs 0.5 --out " + (d / "lm"));
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("GPT-2 tokens") != std::string::npos);
+    // TinT's simulated update = exact SGD on its trainable set (oracle B), on the imported model's test windows
+    std::map<std::string, double> test_ppl;
+    std::istringstream csv(slurp(d / "lm/table.csv"));
+    for (std::string line; std::getline(csv, line);) {
+        if (line.empty() || line[0] == '#' || line.rfind("method", 0) == 0) continue;
+        std::vector<std::string> f;
+        std::stringstream ss(line);
+        for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+        if (f.size() >= 7 && !f[6].empty()) test_ppl[f[0]] = std::stod(f[6]);
+    }
+    REQUIRE(test_ppl.count("tint"));
+    REQUIRE(test_ppl.count("dyn"));
+    double vanilla = 0;
+    {
+        const size_t at = r.err.find("(vanilla ");
+        REQUIRE(at != std::string::npos);
+        vanilla = std::stod(r.err.substr(at + 9));
+    }
+    // TinT's backward is approximate (finite differences of step ε = 1e-3 through the layer norms and GELU, spec §5):
+    // measured |TinT − exact SGD| = 0.07% of the update's own effect on the perplexity (0.0043 of 6.64); 1% allowed
+    const double effect = std::fabs(test_ppl["dyn"] - vanilla);
+    CHECK(effect > 0.1);
+    CHECK(std::fabs(test_ppl["tint"] - test_ppl["dyn"]) < 0.01 * effect);
+    icl_test::Result x = icl_test::run("tint fewshot --load-hf " + (d / "hf"));
+    CHECK(x.code == 2);
+    CHECK(x.err.find("--load-hf: tint fewshot does not use it (only params, lm)") != std::string::npos);
 }
 
 }  // TEST_SUITE

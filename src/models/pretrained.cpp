@@ -347,6 +347,8 @@ std::vector<float> pretrained_params(const GPTConfig& c, const std::string& path
 
 }  // namespace
 
+static GPTConfig file_config(const std::string& path);
+
 std::string pretrained_format(const std::string& path) {
     if (is_dir(path)) {
         const nlohmann::json j = read_config(path);
@@ -361,7 +363,14 @@ std::string pretrained_format(const std::string& path) {
     return "llmc";
 }
 
-GPTConfig pretrained_config(const std::string& path) {
+GPTConfig pretrained_config(const std::string& path, int max_T) {
+    GPTConfig c = file_config(path);
+    if (max_T > c.maxT) fail_usage(strfmt("--seq: %d positions; the model at %s has %d", max_T, path.c_str(), c.maxT));
+    if (max_T > 0) c.maxT = max_T;
+    return c;
+}
+
+static GPTConfig file_config(const std::string& path) {
     const std::string fmt = pretrained_format(path);
     GPTConfig c;
     if (fmt == "llmc") {
@@ -377,8 +386,17 @@ GPTConfig pretrained_config(const std::string& path) {
 
 template <typename real>
 void pretrained_load(GPT<real>& m, const std::string& path) {
-    const std::vector<float> p = pretrained_params(m.cfg, path);
-    const std::vector<real> r(p.begin(), p.end());
+    const GPTConfig file = file_config(path);
+    ICL_ASSERT_MSG(m.cfg.maxT <= file.maxT && m.cfg.L == file.L && m.cfg.C == file.C && m.cfg.V == file.V, "model not built from pretrained_config");
+    const std::vector<float> p = pretrained_params(file, path);
+    // a shorter context keeps the first maxT position rows; every other tensor is the file's
+    const TensorTable from = gpt_parameters(file);
+    std::vector<real> r(m.s.ptable.total);
+    for (size_t i = 0; i < m.s.ptable.size(); i++) {
+        const TensorSpec& t = m.s.ptable.specs[i];
+        const float* src = p.data() + from.offset(t.name);
+        std::copy(src, src + numel(t.shape), r.begin() + (long)m.s.ptable.offsets[i]);
+    }
     m.s.upload(m.s.params, 0, r.data(), r.size());
 }
 

@@ -33,8 +33,10 @@ namespace icl {
 // What is at `path`: "hf-gpt2" | "hf-opt" (a directory with config.json) | "llmc" (a file); refuses anything else.
 std::string pretrained_format(const std::string& path);
 // The engine's GPTConfig of the model at `path` (V the model's real vocabulary, maxT its positions, act gelu|relu).
-GPTConfig pretrained_config(const std::string& path);
-// Fill m's parameters from `path` (m built from pretrained_config(path)); every tensor checked before any is used.
+// max_T > 0: only the first max_T positions (a shorter context; refused if the model has fewer).
+GPTConfig pretrained_config(const std::string& path, int max_T = 0);
+// Fill m's parameters from `path` (m built from pretrained_config(path[, max_T])); every tensor checked before any
+// is used.
 template <typename real>
 void pretrained_load(GPT<real>& m, const std::string& path);
 // Write m as a Hugging Face GPT-2 directory (created if missing): config.json, model.safetensors.

@@ -33,6 +33,8 @@
 #include "engine/provenance.h"
 #include "layers/dispatch.h"
 #include "models/gpt.h"
+#include "models/gpt_infer.h"
+#include "models/pretrained.h"
 #include "models/iclca/iclca_convert.h"
 #include "models/iclca/kernel_lm.h"
 #include "models/iclca/iclaa.h"
@@ -531,20 +533,27 @@ int cmd_e3(const Cli& cli) {
 int cmd_e4(const Cli& cli) {
     // one prompt and input length for every trial (not e1's ranges); 40 and 20 unless given
     const int trials = (int)cli.get_int("--trials", 1, 100000);
-    const int M = cli.given("--M") ? (int)cli.get_int("--M", 1, 1 << 16) : 40, N = cli.given("--N") ? (int)cli.get_int("--N", 1, 1 << 16) : 20;
+    int M = cli.given("--M") ? (int)cli.get_int("--M", 1, 1 << 16) : 40, N = cli.given("--N") ? (int)cli.get_int("--N", 1, 1 << 16) : 20;
     std::vector<int64_t> ms = cli.get_int_list("--features", 1, 1 << 20);
     const bool orf = cli.get_int("--orf", 0, 1) != 0;
     const double astd = cli.get_double("--attn-std", 0, 100);
     const uint64_t seed = cli.get_seed();
     GPTConfig gc;
     std::string source = "random init";
-    if (cli.has_value("--load")) {
-        CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
-        if (ci.model != "gpt") fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, e4 needs a 'gpt' (softmax) checkpoint");
+    const bool hf = cli.has_value("--load-hf");
+    if (hf || cli.has_value("--load")) {
+        const std::string flag = hf ? "--load-hf" : "--load";
+        if (hf && cli.has_value("--load")) fail_usage("--load-hf: not with --load (one source of weights)");
         for (const char* f : {"--layers", "--width", "--heads", "--attn-std"})
-            if (cli.given(f)) fail_usage(std::string(f) + ": the GPT comes from --load; drop the flag");
-        gc = GPTConfig::from_json(checkpoint_config_json(ci));
-        source = cli.get("--load");
+            if (cli.given(f)) fail_usage(std::string(f) + ": the GPT comes from " + flag + "; drop the flag");
+        source = cli.get(flag);
+        if (hf) {
+            gc = pretrained_config(source);
+        } else {
+            CheckpointInfo ci = read_checkpoint_metadata(source);
+            if (ci.model != "gpt") fail("--load: '" + source + "' holds a '" + ci.model + "' model, e4 needs a 'gpt' (softmax) checkpoint");
+            gc = GPTConfig::from_json(checkpoint_config_json(ci));
+        }
     } else {
         gc.L = (int)cli.get_int("--layers", 1, 1000);
         gc.C = (int)cli.get_int("--width", 2, 1 << 16);
@@ -553,12 +562,33 @@ int cmd_e4(const Cli& cli) {
         gc.maxT = std::max(256, M + N);
         gc.validate();
     }
+    // the paper's form on a pretrained GPT: a text ICL prompt and the input after it, tokenized (spec/iclca.md §4.4)
+    std::vector<int> text_prompt, text_input;
+    if (cli.has_value("--prompt") || cli.has_value("--input")) {
+        if (!hf) fail_usage("--prompt: e4 takes text only with --load-hf (a GPT with its tokenizer)");
+        if (!cli.has_value("--prompt") || !cli.has_value("--input")) fail_usage("--prompt and --input: e4 needs both (the ICL prompt and what follows)");
+        if (cli.given("--M") || cli.given("--N")) fail_usage("--M/--N: the lengths come from --prompt and --input");
+        TextCodec codec;
+        std::string tok = cli.get("--tokenizer");
+        if (tok.empty()) tok = source;
+        codec.bpe = std::make_shared<GPT2Tokenizer>(GPT2Tokenizer::load(tok));
+        if (codec.size() > gc.V) fail(strfmt("--tokenizer: %d tokens, more than the model's vocabulary of %d", codec.size(), gc.V));
+        text_prompt = codec.encode(prompt_text(cli));
+        text_input = codec.encode(cli.get("--input"));
+        if (text_prompt.empty() || text_input.empty()) fail_usage("--prompt / --input: empty after tokenization");
+        M = (int)text_prompt.size();
+        N = (int)text_input.size();
+    } else if (cli.given("--tokenizer")) {
+        fail_usage("--tokenizer: e4 reads it only with --prompt and --input");
+    }
     if (M + N > gc.maxT) fail_usage(strfmt("--M + --N = %d exceeds the GPT's max-T %d", M + N, gc.maxT));
     std::string dir = subcommand_run_dir(cli, "iclca", "e4");
     const int hs = gc.C / gc.NH;
     auto make_model = [&](int t) {
         GPT<float> g(gc, Device::cpu, seed + 1000 + t);
-        if (cli.has_value("--load")) {
+        if (hf) {
+            pretrained_load(g, source);
+        } else if (cli.has_value("--load")) {
             g.s.load(cli.get("--load"));
         } else {
             // q·k/√hs has std ≈ C σ² for LN'd inputs: σ = √(astd / C) gives logits of std ≈ astd
@@ -579,6 +609,10 @@ int cmd_e4(const Cli& cli) {
         std::vector<int> prompt(M), input(N);
         for (auto& x : prompt) x = (int)r.below(gc.V);
         for (auto& x : input) x = (int)r.below(gc.V);
+        if (!text_prompt.empty()) {  // the same text every trial; the features are redrawn
+            prompt = text_prompt;
+            input = text_input;
+        }
         std::vector<int> all = prompt;
         all.insert(all.end(), input.begin(), input.end());
         PerformerFeatures none(gc.L, gc.NH, hs, 1, FeatureKind::favor, orf, 0);
@@ -630,6 +664,7 @@ int cmd_e4(const Cli& cli) {
     p.hlines = {{"no ICL, restart", e_none_re}, {"no ICL, offset", e_none_off}};
     save_line_plot(dir + "/e4_relerr.png", p);
     write_run_summary(dir + "/summary.json", nlohmann::json{{"experiment", "e4"}, {"source", source}, {"model", gc.to_json()}, {"M", M}, {"N", N}, {"trials", trials},
+                                     {"text", !text_prompt.empty()},
                                      {"orf", orf}, {"relerr_noicl_restart", e_none_re}, {"relerr_noicl_offset", e_none_off}, {"rows", rows},
                                      {"flags", cli_json(cli.values())}});
     std::printf("wrote %s/{table.csv,e4_relerr.png,summary.json}\n", dir.c_str());

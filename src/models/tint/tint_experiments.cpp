@@ -32,6 +32,8 @@
 #include "engine/provenance.h"
 #include "layers/layernorm.h"
 #include "models/gpt.h"
+#include "models/gpt_infer.h"
+#include "models/pretrained.h"
 #include "models/tint/tint_sim.h"
 #include "models/tint/tint_oracle.h"
 #include "models/trainer.h"
@@ -72,13 +74,25 @@ TintConfig tint_config(const Cli& cli, const GPTConfig& g) {
     return c;
 }
 
-// The auxiliary model: --load, else a random one (check/eps/bench) or a freshly trained one (lm/fewshot).
+// The auxiliary model: --load (an engine checkpoint) or --load-hf (a pretrained GPT-2 / OPT / llm.c model, its
+// context cut to --seq positions when given), else a random one (check/eps/bench) or a freshly trained one (lm/fewshot).
 GPTConfig loaded_config(const Cli& cli) {
-    CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
-    if (ci.model != "gpt") fail("--load: '" + cli.get("--load") + "' holds a '" + ci.model + "' model, not the auxiliary 'gpt'");
+    const bool hf = cli.has_value("--load-hf");
+    if (hf && cli.has_value("--load")) fail_usage("--load-hf: not with --load (one source of weights)");
+    const std::string flag = hf ? "--load-hf" : "--load", path = cli.get(flag);
     for (const char* f : {"--layers", "--width", "--heads", "--seq", "--act"})
-        if (cli.given(f)) fail_usage(std::string(f) + ": the architecture comes from --load; drop the flag");
+        if (cli.given(f) && !(hf && std::string(f) == "--seq")) fail_usage(std::string(f) + ": the architecture comes from " + flag + "; drop the flag");
+    if (hf) return pretrained_config(path, cli.given("--seq") ? (int)cli.get_int("--seq", 2, 1 << 14) : 0);
+    CheckpointInfo ci = read_checkpoint_metadata(path);
+    if (ci.model != "gpt") fail("--load: '" + path + "' holds a '" + ci.model + "' model, not the auxiliary 'gpt'");
     return GPTConfig::from_json(checkpoint_config_json(ci));
+}
+
+bool aux_from_file(const Cli& cli) { return cli.has_value("--load") || cli.has_value("--load-hf"); }
+
+void load_aux(GPT<float>& m, const Cli& cli) {
+    if (cli.has_value("--load-hf")) pretrained_load(m, cli.get("--load-hf"));
+    else m.s.load(cli.get("--load"));
 }
 
 // Train the auxiliary model (AdamW, the engine's trainer) on text or the few-shot task; returns it.
@@ -114,23 +128,33 @@ GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string&
 }
 
 GPTConfig planned_aux_config(const Cli& cli, const std::string& task) {
-    if (!cli.has_value("--load")) return aux_config(cli, task == "text" ? BYTE_VOCAB : FEWSHOT_VOCAB);
+    if (!aux_from_file(cli)) return aux_config(cli, task == "text" ? BYTE_VOCAB : FEWSHOT_VOCAB);
     for (const char* f : {"--steps", "--batch", "--lr", "--warmup", "--eval-every", "--beta1", "--beta2", "--adam-eps", "--dump-npy"})
         if (cli.given(f)) fail_usage(std::string(f) + ": the auxiliary model comes from --load, nothing is trained; drop the flag");
     GPTConfig g = loaded_config(cli);
+    if (cli.has_value("--load-hf")) return g;  // lm: text through the model's tokenizer (aux_text)
     if (task == "text" && g.V != BYTE_VOCAB) fail("--load: lm needs a byte-level model (V = 256)");
     if (task == "fewshot" && g.V != FEWSHOT_VOCAB) fail(strfmt("--load: fewshot needs a model of the few-shot task (V = %d)", FEWSHOT_VOCAB));
     return g;
 }
 
 GPT<float> load_or_train(const Cli& cli, const std::string& task, const std::string& dir, const TextData* text) {
-    if (cli.has_value("--load")) {
+    if (aux_from_file(cli)) {
         GPT<float> m(planned_aux_config(cli, task), Device::cpu, 1);
-        m.s.load(cli.get("--load"));
+        load_aux(m, cli);
         return m;
     }
     std::fprintf(stderr, "no --load: training the auxiliary model first (tint train --task %s)\n", task.c_str());
     return train_aux(cli, task, dir, dir + "/aux.safetensors", text);
+}
+
+TextData aux_text(const Cli& cli, int T) {
+    if (!cli.has_value("--load-hf")) return text_load(cli.get("--data"), 0.1, T);
+    // a pretrained model reads its tokens: --tokenizer, else the model folder's vocab.json + merges.txt
+    const std::string dir = cli.has_value("--tokenizer") ? cli.get("--tokenizer") : cli.get("--load-hf");
+    const GPT2Tokenizer tok = GPT2Tokenizer::load(dir);
+    const std::string path = cli.get("--data");
+    return text_split(path, tok.encode(read_file(path, kMaxTextFileBytes, "--data text file")), 0.1, T, "tokens");
 }
 
 void write_summary(const std::string& dir, const Cli& cli, nlohmann::json j) {
@@ -249,7 +273,7 @@ int cmd_check(const Cli& cli) {
 
 int cmd_params(const Cli& cli) {
     std::string dir = subcommand_run_dir(cli, "tint", "params");
-    GPTConfig g = cli.has_value("--load") ? loaded_config(cli) : aux_config(cli, BYTE_VOCAB);
+    GPTConfig g = aux_from_file(cli) ? loaded_config(cli) : aux_config(cli, BYTE_VOCAB);
     TintConfig c = tint_config(cli, g);
     const int k = cli.given("--k") ? (int)cli.get_int("--k", 0, g.L) : g.L;  // default: every layer simulated
     nlohmann::json j = {{"subcommand", "params"}};

@@ -28,7 +28,11 @@ struct Budget { int k, s; };                      // k simulated top layers, s i
 std::vector<Budget> budgets(const Cli& cli, int L);  // --budgets k:s,…
 GPTConfig aux_config(const Cli& cli, int V);      // the auxiliary model from --layers --width --heads --seq --act
 TintConfig tint_config(const Cli& cli, const GPTConfig& g);
-GPTConfig loaded_config(const Cli& cli);          // --load's GPT config (architecture flags refused beside it)
+GPTConfig loaded_config(const Cli& cli);          // --load's / --load-hf's GPT config (architecture flags refused beside it)
+bool aux_from_file(const Cli& cli);               // --load or --load-hf given
+void load_aux(GPT<float>& m, const Cli& cli);     // m's weights from --load or --load-hf
+// lm's text: the bytes of --data, or with --load-hf its tokens (--tokenizer, else the model folder's tokenizer)
+TextData aux_text(const Cli& cli, int T);
 // The auxiliary model's config before any work: --load's (its vocabulary checked against `task`), else the flags'.
 GPTConfig planned_aux_config(const Cli& cli, const std::string& task);
 // The auxiliary model: trained here on `task` (text | fewshot), or read from --load. `text` is the text task's data

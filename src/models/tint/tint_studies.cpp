@@ -62,7 +62,7 @@ int cmd_lm(const Cli& cli) {
     const std::vector<Budget> bud = budgets(cli, g0.L);
     const TintConfig c = tint_config(cli, g0);
     const int n_test = (int)cli.get_int("--windows", 1, 1 << 20), n_dev = (int)cli.get_int("--dev-windows", 1, 1 << 20);
-    const TextData text = text_load(cli.get("--data"), 0.1, g0.maxT);
+    const TextData text = aux_text(cli, g0.maxT);
     // non-overlapping windows of the validation text: dev first, then test
     const int avail = (int)(text.val.size() / g0.maxT);
     if (avail < n_dev + n_test)
@@ -146,7 +146,8 @@ int cmd_lm(const Cli& cli) {
         vanilla.push_back(van);
     }
     csv.commit();
-    std::printf("\nperplexity on the test part of %d windows (bytes; lower is better), by training fraction:\n\n  %-20s", n_test, "");
+    std::printf("\nperplexity on the test part of %d windows (%s; lower is better), by training fraction:\n\n  %-20s", n_test,
+                cli.has_value("--load-hf") ? "GPT-2 tokens" : "bytes", "");
     for (double f : fracs) std::printf(" %8.0f%%", 100 * f);
     std::printf("\n  %-20s", "vanilla");
     for (double v : vanilla) std::printf(" %9.4f", v);
