@@ -89,6 +89,76 @@ void check_rows(const std::vector<TensorDiff>& rows) {
 
 TEST_SUITE("cgt") {
 
+TEST_CASE("parameter counts of the paper's ICL config (spec §7.20): the §1.10 inventory, counted from the architecture") {
+    // The inventory of spec §1.10, written out from the architecture (not from the registry): a dual block has
+    // LN1/LN2 on each stream, x attention on x alone (W_qkv, W_o with biases), y attention reading [x; y] into
+    // d_y, an x MLP (4 d_x) on x, a y MLP (4 d_y) reading [x; y]; a modulated block is an x block plus, for each of
+    // its two operators (attention input, MLP input), the generator's S (M × (d_y+1)), L (M × d_x × r) and
+    // R (M × (d_x+1) × r); token and position embeddings have width d_x + d_y; LN_f on x.
+    auto inventory = [](int64_t L, int64_t ell, int64_t dx, int64_t dy, int64_t r, int64_t M, int64_t V, int64_t T) {
+        const int64_t d = dx + dy;
+        const int64_t ln = 2 * 2 * dx + 2 * 2 * dy;
+        const int64_t x_attn = dx * 3 * dx + 3 * dx + dx * dx + dx;
+        const int64_t y_attn = d * 3 * dy + 3 * dy + dy * dy + dy;
+        const int64_t x_mlp = dx * 4 * dx + 4 * dx + 4 * dx * dx + dx;
+        const int64_t y_mlp = d * 4 * dy + 4 * dy + 4 * dy * dy + dy;
+        const int64_t dual = ln + x_attn + y_attn + x_mlp + y_mlp;
+        const int64_t x_block = 2 * 2 * dx + x_attn + x_mlp;
+        const int64_t modulated = x_block + 2 * (M * (dy + 1) + M * dx * r + M * (dx + 1) * r);
+        return std::make_pair(ell * dual + (L - ell) * modulated + V * d + T * d + 2 * dx,
+                              L * x_block + V * dx + T * dx + 2 * dx);  // (CGT, the x-only baseline GPT)
+    };
+    // the spec's own arithmetic: 252,144 per dual block, 182,864 per modulated block, ≈ 1.42 M and ≈ 0.94 M
+    const auto spec = inventory(6, 4, 112, 64, 4, 16, 16, 244);
+    CHECK(spec.first == 4 * 252144 + 2 * 182864 + 2816 + 244 * 176 + 224);
+    CHECK(std::llround(spec.first / 1e4) == 142);
+    CHECK(std::llround(spec.second / 1e4) == 94);
+    // the engine's models (positions 243: the arithmetic task's inputs), and another shape for the formula's generality
+    struct Shape { int L, ell, dx, dy, NHx, NHy, r, M, V, T; };
+    for (Shape k : {Shape{6, 4, 112, 64, 7, 4, 4, 16, 16, 243}, Shape{3, 1, 24, 8, 3, 2, 2, 3, 11, 50}}) {
+        CGTConfig c;
+        c.L = k.L; c.ell = k.ell; c.dx = k.dx; c.dy = k.dy; c.NHx = k.NHx; c.NHy = k.NHy; c.r = k.r; c.M = k.M; c.V = k.V; c.maxT = k.T;
+        const auto want = inventory(k.L, k.ell, k.dx, k.dy, k.r, k.M, k.V, k.T);
+        CAPTURE(k.dx);
+        CHECK(c.num_params() == want.first);        // 1,420,112 for the paper's config
+        CHECK(c.x_config().num_params() == want.second);  // 941,136
+    }
+}
+
+TEST_CASE("linear-regression data moments (spec §7.19): E[v] = 0, Var[v] = d_in + 1 + ε² = 17.01") {
+    // v = U·u + b + ε with U, b, u ~ N(0, 1) and ε ~ N(0, 0.1²): Var[v] = d_in + 1 + 0.01. Targets of one sequence
+    // share U and b, so the interval comes from the spread of per-sequence means (n = 4000 independent sequences).
+    LinRegConfig lc;  // d_in 16, d_out 1, 64 pairs, noise 0.1
+    Rng rng(20261125);
+    const int n = 4000;
+    std::vector<double> m1, m2;
+    for (int s = 0; s < n; s += 100) {
+        Batch b = linreg_batch(lc, 100, rng);
+        for (int i = 0; i < 100; i++) {
+            double a = 0, q = 0;
+            for (int t = 0; t < b.T; t++)
+                if (b.mask[(size_t)i * b.T + t] > 0) {
+                    const double v = b.target_vecs[(size_t)i * b.T + t];
+                    a += v / lc.pairs;
+                    q += v * v / lc.pairs;
+                }
+            m1.push_back(a);
+            m2.push_back(q);
+        }
+    }
+    auto mean_se = [](const std::vector<double>& x) {
+        double m = 0, v = 0;
+        for (double y : x) m += y / x.size();
+        for (double y : x) v += (y - m) * (y - m) / (x.size() - 1);
+        return std::make_pair(m, std::sqrt(v / x.size()));
+    };
+    const auto e = mean_se(m1), e2 = mean_se(m2);
+    MESSAGE("E[v] = " << e.first << " ± " << e.second << ",  E[v²] = " << e2.first << " ± " << e2.second);
+    CHECK(std::fabs(e.first) < 4 * e.second);             // 0 within 4 standard errors
+    CHECK(std::fabs(e2.first - 17.01) < 4 * e2.second);   // Var[v] = E[v²] (the mean is 0)
+    CHECK(e2.second < 0.3);                               // and the test has the power to see a wrong variance
+}
+
 TEST_CASE("generator T^κ: fp64 finite differences, tanh and softmax") {
     const int N = 5, C = 7, Dy = 3, M = 3, r = 2, Mr = M * r;
     for (MixFn h : {MixFn::tanh, MixFn::softmax}) {
