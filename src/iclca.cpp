@@ -44,7 +44,7 @@ const FlagUsers kFlagUsers = {
     {"--eval-batches", {"eval"}}, {"--task", {"train", "eval"}}, {"--data", {"train", "eval"}}, {"--prompt", {"convert", "generate", "e4"}},
     {"--input", {"e4"}}, {"--load-hf", {"e4"}}, {"--tokenizer", {"e4"}},
     {"--p0", {"convert"}}, {"--save", {"train", "convert"}}, {"--load", {"train", "convert", "eval", "generate", "e2", "e4"}},
-    {"--trials", {"e1", "e2", "e4"}}, {"--sizes", {"e1"}}, {"--M", {"e1", "e4"}}, {"--N", {"e1", "e4"}}, {"--seeds", {"e3"}},
+    {"--trials", {"e1", "e2", "e4"}}, {"--sizes", {"e1"}}, {"--M", {"e1", "e4"}}, {"--N", {"e1", "e4"}}, {"--seeds", {"e2", "e3"}},
     {"--replot", {"e3"}}, {"--Ms", {"bench"}}, {"--Ts", {"bench"}}, {"--gen", {"bench", "generate"}}, {"--features", {"e4"}},
     {"--orf", {"e4"}}, {"--attn-std", {"e4"}},
 };
@@ -70,7 +70,7 @@ void register_flags(Cli& cli) {
     cli.flag("--sizes", "205k,2m,20m", "e1: model sizes among 205k,2m,20m,200m");
     cli.flag("--M", "8-128", "prompt tokens: e1 draws each pair's M from a range lo-hi (or takes one number); e4: one number (40 if not given)");
     cli.flag("--N", "8-128", "input tokens: as --M (e4: 20 if not given)");
-    cli.flag("--seeds", "3", "e3: seeds per arm");
+    cli.flag("--seeds", "3", "e3: seeds per arm; e2: models trained from seeds seed.. (with --load: evaluation draws), mean ± 95% CI (default 1)");
     cli.flag("--replot", "0", "e3: 1 = only rebuild the plots and summary from the runs already in --out (no training)");
     cli.flag("--Ms", "0,64,256,1024,4096", "bench: prompt lengths");
     cli.flag("--Ts", "256,512,1024,2048,4096", "bench: training lengths");
@@ -101,9 +101,9 @@ int run(int argc, char** argv) {
     refuse_unused_flags(cli, sub, kFlagUsers);
     if (sub == "train") resume_flags(cli);  // --resume: the run's flags from its checkpoint
     const Device dev = apply_run_flags(cli).dev;
-    if (cli.args().empty() || cli.args()[0] != "e3") {  // --seeds is e3's: the others' provenance says one seed
+    if (sub != "e3") {  // --seeds is e3's (and e2's when given): the others' provenance says one seed
         RunRecord r = run_record();
-        r.seeds = 1;
+        r.seeds = sub == "e2" && cli.given("--seeds") ? (int)cli.get_int("--seeds", 1, 100) : 1;
         set_run_record(r);
     }
     if (dev != Device::cpu) fail("iclca: runs on the CPU only (its experiments use the streaming form, which is CPU-only); use --device cpu");

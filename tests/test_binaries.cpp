@@ -205,6 +205,17 @@ TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted, to the lo
     // converting it moves them by more than their own RMS (measured 2.5-4.6) — the prompt matters to this model
     CHECK(e2["logits_converted_vs_prompted_max_rel"].get<double>() <= 2e-5);
     CHECK(e2["logits_unprompted_vs_prompted_max_rel"].get<double>() >= 0.5);
+    // --seeds 3 with --load: three independent evaluation draws, each figure a mean ± 95% interval over them
+    r = run("iclca e2 --load " + dir + "/ind.safetensors --trials 5 --seq 64 --seeds 3 --threads 1 --out " + dir + "/e2s");
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("mean ± 95% CI over 3 evaluation draws") != std::string::npos);
+    nlohmann::json e2s = nlohmann::json::parse(slurp(dir + "/e2s/summary.json"));
+    CHECK(e2s["seeds"] == 3);
+    REQUIRE(e2s["runs"].size() == 3);
+    CHECK(e2s["runs_prompted_equal_converted"] == 3);
+    double mean = 0;
+    for (auto& x : e2s["runs"]) mean += x["acc_prompted"].get<double>() / 3;
+    CHECK(e2s["acc_prompted"].get<double>() == doctest::Approx(mean).epsilon(1e-12));
     r = run("iclca e3 --preset tiny --threads 1 --out " + dir + "/e3");
     CAPTURE(r.err);
     REQUIRE(r.code == 0);

@@ -431,31 +431,70 @@ int cmd_e1(const Cli& cli) {
 int cmd_e2(const Cli& cli) {
     const uint64_t seed = cli.get_seed();
     const int T = (int)cli.get_int("--seq", 4, 1 << 20), chains = (int)cli.get_int("--trials", 1, 1 << 20);
+    // --seeds N: N models trained from seeds seed..seed+N−1 (with --load: one model, N independent evaluation draws);
+    // every figure is then a mean ± 95% interval over them
+    const int seeds = cli.given("--seeds") ? (int)cli.get_int("--seeds", 1, 100) : 1;
     std::string dir = subcommand_run_dir(cli, "iclca", "e2");
-    KernelLM<float> m(kernel_lm_config(cli, INDUCTION_VOCAB, "induction"), Device::cpu, seed);  // --load's architecture
-    if (cli.has_value("--load")) {
-        m.s.load(cli.get("--load"));
-    } else {
-        std::fprintf(stderr, "iclca e2: training a %lld-parameter kernel LM on the induction task first (T=%d)\n",
-                     (long long)m.cfg.num_params(), T);
-        train_induction(m, cli, dir, seed, (int)cli.get_int("--steps", 1), T, dir + "/model.safetensors", "E2 induction kernel LM");
-    }
     const int M = T / 2, N = T - T / 2;
-    IclAcc r = induction_eval(m, M, N, chains, seed + 999);
+    std::vector<IclAcc> runs;
+    KernelLMConfig cfg;
+    for (int sd = 0; sd < seeds; sd++) {
+        const std::string sub = seeds > 1 ? strfmt("%s/seed%d", dir.c_str(), sd + 1) : dir;
+        if (seeds > 1) make_dirs(sub);
+        KernelLM<float> m(kernel_lm_config(cli, INDUCTION_VOCAB, "induction"), Device::cpu, seed + sd);  // --load's architecture
+        cfg = m.cfg;
+        if (cli.has_value("--load")) {
+            m.s.load(cli.get("--load"));
+        } else {
+            std::fprintf(stderr, "iclca e2: training a %lld-parameter kernel LM on the induction task first (T=%d, seed %llu)\n",
+                         (long long)m.cfg.num_params(), T, (unsigned long long)(seed + sd));
+            train_induction(m, cli, sub, seed + sd, (int)cli.get_int("--steps", 1), T, sub + "/model.safetensors", "E2 induction kernel LM");
+        }
+        runs.push_back(induction_eval(m, M, N, chains, seed + sd + 999));
+    }
     auto pct = [](long h, long n) { return n ? 100.0 * h / n : NAN; };
-    std::printf("E2 induction (M=%d prompt, N=%d input tokens, %d chains, %ld scored positions; chance 1/52 = 1.92%%)\n", M, N, chains, r.n);
-    std::printf("  %-28s %10s %12s   paper\n", "model", "accuracy", "(all occ.)");
-    std::printf("  %-28s %9.2f%% %11.2f%%   99.95%%\n", "M_old,ICL (prompted)", pct(r.hit_icl, r.n), pct(r.hit_icl_all, r.n_all));
-    std::printf("  %-28s %9.2f%% %11.2f%%   99.95%%\n", "M_new,noICL (converted)", pct(r.hit_conv, r.n), pct(r.hit_conv_all, r.n_all));
-    std::printf("  %-28s %9.2f%% %12s   2.23%%\n", "M_old,noICL (neither)", pct(r.hit_none, r.n), "");
-    std::printf("  correct predictions: prompted %ld, converted %ld (spec §6.21: equal)\n", r.hit_icl, r.hit_conv);
-    std::printf("  logits at the input positions, max |Δ| / RMS: converted vs prompted %.2e (fp32 rounding), "
-                "without the prompt vs prompted %.2e (the prompt's effect)\n", r.conv_max_rel, r.none_max_rel);
-    nlohmann::json j = {{"experiment", "e2"}, {"M", M}, {"N", N}, {"chains", chains}, {"scored", r.n},
-                        {"acc_prompted", pct(r.hit_icl, r.n)}, {"acc_converted", pct(r.hit_conv, r.n)}, {"acc_neither", pct(r.hit_none, r.n)},
-                        {"acc_all_prompted", pct(r.hit_icl_all, r.n_all)}, {"acc_all_converted", pct(r.hit_conv_all, r.n_all)},
-                        {"logits_converted_vs_prompted_max_rel", r.conv_max_rel}, {"logits_unprompted_vs_prompted_max_rel", r.none_max_rel},
-                        {"model", m.cfg.to_json()}, {"flags", cli_json(cli.values())}};
+    // one column per figure: its value per run, then mean ± t95·se over the runs
+    auto column = [&](auto f) {
+        std::vector<double> v;
+        for (const IclAcc& r : runs) v.push_back(f(r));
+        return v;
+    };
+    auto show = [&](const std::vector<double>& v) {
+        const MeanSE m = mean_se(v);
+        return m.n > 1 ? strfmt("%.2f%% ± %.2f", m.mean, t95(m.n - 1) * m.se) : strfmt("%.2f%%", m.mean);
+    };
+    const std::vector<double> icl = column([&](const IclAcc& r) { return pct(r.hit_icl, r.n); }),
+                              conv = column([&](const IclAcc& r) { return pct(r.hit_conv, r.n); }),
+                              none = column([&](const IclAcc& r) { return pct(r.hit_none, r.n); }),
+                              icl_all = column([&](const IclAcc& r) { return pct(r.hit_icl_all, r.n_all); }),
+                              conv_all = column([&](const IclAcc& r) { return pct(r.hit_conv_all, r.n_all); });
+    long equal = 0;
+    double conv_rel = 0, none_rel = 0;
+    for (const IclAcc& r : runs) {
+        equal += r.hit_icl == r.hit_conv;
+        conv_rel = std::max(conv_rel, r.conv_max_rel);
+        none_rel = std::max(none_rel, r.none_max_rel);
+    }
+    const std::string over = seeds == 1 ? "one seed" : strfmt("mean ± 95%% CI over %d %s", seeds, cli.has_value("--load") ? "evaluation draws" : "seeds");
+    std::printf("E2 induction (M=%d prompt, N=%d input tokens, %d chains, %ld scored positions per run; chance 1/52 = 1.92%%; %s)\n", M, N,
+                chains, runs[0].n, over.c_str());
+    std::printf("  %-28s %18s %18s   paper\n", "model", "accuracy", "(all occ.)");
+    std::printf("  %-28s %18s %18s   99.95%%\n", "M_old,ICL (prompted)", show(icl).c_str(), show(icl_all).c_str());
+    std::printf("  %-28s %18s %18s   99.95%%\n", "M_new,noICL (converted)", show(conv).c_str(), show(conv_all).c_str());
+    std::printf("  %-28s %18s %18s   2.23%%\n", "M_old,noICL (neither)", show(none).c_str(), "");
+    std::printf("  correct predictions prompted = converted (spec §6.21) in %ld of %d runs\n", equal, seeds);
+    std::printf("  logits at the input positions, max |Δ| / RMS over the runs: converted vs prompted %.2e (fp32 rounding), "
+                "without the prompt vs prompted %.2e (the prompt's effect)\n", conv_rel, none_rel);
+    nlohmann::json per = nlohmann::json::array();
+    for (size_t i = 0; i < runs.size(); i++)
+        per.push_back({{"seed", seed + i}, {"acc_prompted", icl[i]}, {"acc_converted", conv[i]}, {"acc_neither", none[i]},
+                       {"correct_prompted", runs[i].hit_icl}, {"correct_converted", runs[i].hit_conv}});
+    nlohmann::json j = {{"experiment", "e2"}, {"M", M}, {"N", N}, {"chains", chains}, {"scored", runs[0].n}, {"seeds", seeds},
+                        {"acc_prompted", mean_se(icl).mean}, {"acc_converted", mean_se(conv).mean}, {"acc_neither", mean_se(none).mean},
+                        {"acc_all_prompted", mean_se(icl_all).mean}, {"acc_all_converted", mean_se(conv_all).mean},
+                        {"runs_prompted_equal_converted", equal}, {"runs", per},
+                        {"logits_converted_vs_prompted_max_rel", conv_rel}, {"logits_unprompted_vs_prompted_max_rel", none_rel},
+                        {"model", cfg.to_json()}, {"flags", cli_json(cli.values())}};
     write_run_summary(dir + "/summary.json", j);
     std::printf("wrote %s/summary.json\n", dir.c_str());
     return 0;
