@@ -11,7 +11,8 @@
 //         pack op(A)[ic:ic+mc, pc:pc+kc] -> Ap : micro-panels of MR rows, each kc×MR, k-major
 //         for jr in nc step NR               B micro-panel (KC×NR) lives in L1
 //           for ir in mc step MR
-//             micro-kernel: C[ir:ir+MR, jr:jr+NR] (+)= alpha · Ap_panel · Bp_panel     (12 ymm accumulators)
+//             micro-kernel: C[ir:ir+MR, jr:jr+NR] (+)= alpha · Ap_panel · Bp_panel
+//                           (AVX-512: 12×32 in 24 zmm accumulators; AVX2: 6×16 in 12 ymm; chosen at compile time)
 //
 // Packing copies the operands into exactly the order the micro-kernel reads them, so all four transpose
 // combinations cost the same after packing; panels are zero-padded to MR/NR, so the kernel never sees a
@@ -37,6 +38,10 @@
 #include "layers/simd.h"
 #define ICL_GEMM_AVX2 1
 #endif
+#if defined(ICL_GEMM_AVX2) && defined(__AVX512F__)
+#include <immintrin.h>
+#define ICL_GEMM_AVX512 1  // the widest path: chosen at compile time from the target flags (-march=native on AVX-512)
+#endif
 
 namespace icl {
 namespace {
@@ -55,8 +60,13 @@ namespace {
 #ifndef ICL_GEMM_NC
 #define ICL_GEMM_NC 3072
 #endif
+#ifdef ICL_GEMM_AVX512
+constexpr int MR = 12;                // micro-tile rows    (12 broadcasts of A per k, folded into the FMAs)
+constexpr int NR = 32;                // micro-tile columns (2 zmm of B per k)   -> 12×2 = 24 of the 32 zmm registers
+#else
 constexpr int MR = 6;                 // micro-tile rows    (6 broadcasts of A per k)
 constexpr int NR = 16;                // micro-tile columns (2 ymm of B per k)   -> 6×2 = 12 accumulators
+#endif
 constexpr int KC_MAX = ICL_GEMM_KC;   // depth of one packed block: B micro-panel KC×NR×4 B = 24 KiB in L1
 constexpr int MC_MAX = ICL_GEMM_MC;   // rows of one packed A block: MC×KC×4 B = 180 KiB in L2 (multiple of MR)
 constexpr int NC_MAX = ICL_GEMM_NC;   // columns of one packed B panel (multiple of NR)
@@ -137,8 +147,7 @@ void pack_B(bool transB, const float* B, int ldb, int k0, int j0, int kc, int nc
             if (nr == NR) {
                 for (int k = 0; k < kc; k++) {
 #ifdef ICL_GEMM_AVX2
-                    _mm256_store_ps(dst + k * NR, _mm256_loadu_ps(src + (size_t)k * ldb));
-                    _mm256_store_ps(dst + k * NR + 8, _mm256_loadu_ps(src + (size_t)k * ldb + 8));
+                    for (int h = 0; h < NR; h += 8) _mm256_store_ps(dst + k * NR + h, _mm256_loadu_ps(src + (size_t)k * ldb + h));
 #else
                     std::memcpy(dst + k * NR, src + (size_t)k * ldb, sizeof(float) * NR);
 #endif
@@ -155,7 +164,7 @@ void pack_B(bool transB, const float* B, int ldb, int k0, int j0, int kc, int nc
             if (nr == NR) {
                 // 8×8 register transposes: 8 k-values of 8 columns -> 8 rows of the panel (two halves of NR).
                 for (; k + 8 <= kc; k += 8) {
-                    for (int h = 0; h < 2; h++) {
+                    for (int h = 0; h < NR / 8; h++) {
                         const float* s = src + (size_t)(h * 8) * ldb + k;
                         __m256 r0 = _mm256_loadu_ps(s + 0 * (size_t)ldb), r1 = _mm256_loadu_ps(s + 1 * (size_t)ldb);
                         __m256 r2 = _mm256_loadu_ps(s + 2 * (size_t)ldb), r3 = _mm256_loadu_ps(s + 3 * (size_t)ldb);
@@ -193,7 +202,45 @@ void pack_B(bool transB, const float* B, int ldb, int k0, int j0, int kc, int nc
 // beta_mode: 0 -> C = alpha·acc (C not read), 1 -> C = alpha·acc + C, 2 -> C = alpha·acc + beta·C.
 enum BetaMode { BETA_ZERO = 0, BETA_ONE = 1, BETA_ANY = 2 };
 
-#ifdef ICL_GEMM_AVX2
+#if defined(ICL_GEMM_AVX512)
+// AVX-512: a 12×32 tile in 24 zmm accumulators. Per k: two 16-float loads of the B panel row, then for each of
+// the 12 rows one FMA per half with A's element broadcast from memory. Every C element is the same FMA chain over
+// k as in the AVX2 kernel below (6×16 tiles), and the same final alpha·acc (+ C), so the two paths give the
+// same bits: only which elements share a register changes.
+inline void store_row16(float* c, __m512 acc, __m512 valpha, __m512 vbeta, int beta_mode) {
+    if (beta_mode == BETA_ZERO) _mm512_storeu_ps(c, _mm512_mul_ps(valpha, acc));
+    else if (beta_mode == BETA_ONE) _mm512_storeu_ps(c, _mm512_fmadd_ps(valpha, acc, _mm512_loadu_ps(c)));
+    else _mm512_storeu_ps(c, _mm512_fmadd_ps(valpha, acc, _mm512_mul_ps(vbeta, _mm512_loadu_ps(c))));
+}
+
+void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp, float* C, int ldc, float alpha,
+                  float beta, int beta_mode) {
+    __m512 c0[MR], c1[MR];  // row r: columns 0-15 and 16-31
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm512_setzero_ps();
+    for (int r = 0; r < MR; r++) {  // the C tile is needed only after the k loop: start fetching it now
+        _mm_prefetch((const char*)(C + (size_t)r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char*)(C + (size_t)r * ldc + NR - 1), _MM_HINT_T0);
+    }
+    for (int k = 0; k < kc; k++) {
+        const __m512 b0 = _mm512_load_ps(Bp), b1 = _mm512_load_ps(Bp + 16);
+#pragma GCC unroll 12
+        for (int r = 0; r < MR; r++) {
+            const __m512 a = _mm512_set1_ps(Ap[r]);
+            c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+        }
+        Ap += MR;
+        Bp += NR;
+    }
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) {
+        store_row16(C + (size_t)r * ldc, c0[r], va, vb, beta_mode);
+        store_row16(C + (size_t)r * ldc + 16, c1[r], va, vb, beta_mode);
+    }
+}
+#elif defined(ICL_GEMM_AVX2)
 inline void store_row(float* c, __m256 acc0, __m256 acc1, __m256 valpha, __m256 vbeta, int beta_mode) {
     if (beta_mode == BETA_ZERO) {
         _mm256_storeu_ps(c, _mm256_mul_ps(valpha, acc0));
@@ -288,7 +335,7 @@ void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp
 // part of C in, unless beta == 0), then write back only the valid part. Same arithmetic as a full tile.
 void edge_kernel(int kc, const float* Ap, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
                  int beta_mode) {
-    alignas(32) float tile[MR * NR] = {};  // (MR, NR)
+    alignas(64) float tile[MR * NR] = {};  // (MR, NR)
     if (beta_mode != BETA_ZERO)
         for (int r = 0; r < mr; r++)
             for (int c = 0; c < nr; c++) tile[r * NR + c] = C[(size_t)r * ldc + c];
@@ -343,6 +390,16 @@ void scale_rect(int m0, int m1, int n0, int n1, float beta, float* C, int ldc) {
 }
 
 }  // namespace
+
+const char* gemm_isa() {
+#if defined(ICL_GEMM_AVX512)
+    return "AVX-512 (12x32 micro-kernel)";
+#elif defined(ICL_GEMM_AVX2)
+    return "AVX2+FMA (6x16 micro-kernel)";
+#else
+    return "portable (6x16, compiler-vectorized)";
+#endif
+}
 
 void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
               int ldb, float beta, float* C, int ldc) {

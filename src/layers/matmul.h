@@ -2,7 +2,7 @@
 //
 // gemm: row-major C(M,N) = alpha·op(A)·op(B) + beta·C, op(X) = X or Xᵀ, leading dimensions lda/ldb/ldc.
 //   * beta == 0 never reads C (it may hold NaN); beta == 1 accumulates.
-//   * float goes to gemm_f32 (src/layers/gemm.cpp): packed, cache-blocked, AVX2/FMA, OpenMP — the hot path.
+//   * float goes to gemm_f32 (src/layers/gemm.cpp): packed, cache-blocked, AVX-512 or AVX2/FMA (chosen at compile time), OpenMP — the hot path.
 //   * double (the fp64 tests) uses the simple blocked loops below.
 //   * Both are safe to call from inside an OpenMP parallel region (they then run on the calling thread) and
 //     are deterministic: each element of C is computed by one thread, in a fixed order.
@@ -18,6 +18,8 @@
 namespace icl {
 
 // The fast fp32 GEMM (gemm.cpp).
+// Which micro-kernel this build's gemm_f32 runs ("AVX-512 (12x32 micro-kernel)", "AVX2+FMA (6x16 …)", "portable …").
+const char* gemm_isa();
 void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
               int ldb, float beta, float* C, int ldc);
 
