@@ -13,6 +13,7 @@
 #include "engine/cli.h"
 #include "engine/common.h"
 #include "engine/device.h"
+#include "engine/run.h"
 #include "models/gpt.h"
 #include "models/tint/tint_experiments.h"
 #include "models/trainer.h"
@@ -49,6 +50,7 @@ const FlagUsers kFlagUsers = {
     {"--eta", {"check", "bench"}}, {"--k", {"check", "params", "bench"}}, {"--s", {"check", "bench"}},
     {"--budgets", {"lm", "fewshot"}}, {"--etas", {"lm", "fewshot"}}, {"--fracs", {"lm"}}, {"--windows", {"lm"}},
     {"--dev-windows", {"lm"}}, {"--demos", {"fewshot"}}, {"--episodes", {"fewshot"}}, {"--dev-episodes", {"fewshot"}},
+    {"--seeds", {"lm", "fewshot"}},
 };
 
 void register_flags(Cli& cli) {
@@ -81,6 +83,8 @@ void register_flags(Cli& cli) {
     cli.flag("--demos", "4", "fewshot: demonstrations per episode (class-balanced)");
     cli.flag("--episodes", "100", "fewshot: test episodes");
     cli.flag("--dev-episodes", "40", "fewshot: dev episodes (choose η)");
+    cli.flag("--seeds", "1", "lm, fewshot: run the whole study for seeds --seed, --seed+1, … (each in <out>/seed<i>/) and tabulate mean ± 95% CI "
+                             "over them with paired differences (<out>/table.md)");
     cli.preset("tiny", "seconds-long smoke runs", {{"--steps", "40"}, {"--layers", "2"}, {"--width", "24"}, {"--seq", "32"}, {"--windows", "4"},
                                                    {"--dev-windows", "2"}, {"--episodes", "6"}, {"--dev-episodes", "4"}, {"--budgets", "2:1,1:2"},
                                                    {"--fracs", "0.5"}, {"--etas", "1e-2"}, {"--demos", "2"}, {"--eval-every", "20"}});
@@ -95,13 +99,48 @@ void register_flags(Cli& cli) {
         "  tint lm --load-hf opt-125m --seq 128 --data wiki.txt   # a pretrained OPT as the auxiliary model (a long CPU job)");
 }
 
+const char* kSummary = "TinT: a simulator transformer that runs, back-propagates and fine-tunes a small auxiliary transformer stored in prefix tokens.";
+
+// --seeds N: the study once per seed (the same command line with --seed s+i --out <out>/seed<i+1>), then one table.
+int run_seeds(const Cli& cli, const std::vector<std::string>& args, int n) {
+    const std::string sub = cli.args()[0];
+    if (sub == "lm" && (cli.has_value("--load") || cli.has_value("--load-hf")))
+        fail_usage("--seeds: tint lm with a given model has nothing random (fixed windows of a fixed model); the seeds vary the trained auxiliary model");
+    const std::string dir = subcommand_run_dir(cli, "tint", sub);
+    std::vector<std::string> base;  // the command line without --seed, --seeds and --out
+    for (size_t i = 0; i < args.size(); i++) {
+        const std::string& a = args[i];
+        bool drop = false;
+        for (const char* f : {"--seed", "--seeds", "--out"}) {
+            if (a == f) { drop = true; i++; }                        // "--flag value"
+            else if (a.rfind(std::string(f) + "=", 0) == 0) drop = true;  // "--flag=value"
+        }
+        if (!drop) base.push_back(a);
+    }
+    std::vector<std::string> runs;
+    for (int k = 0; k < n; k++) {
+        const std::string sd = std::to_string(cli.get_seed() + (uint64_t)k), out = dir + "/seed" + std::to_string(k + 1);
+        std::vector<std::string> a = base;
+        a.insert(a.end(), {"--seed", sd, "--out", out});
+        Cli one("tint", kSummary);
+        register_flags(one);
+        one.parse(a);
+        std::fprintf(stderr, "tint %s: seed %s (%d of %d)\n", sub.c_str(), sd.c_str(), k + 1, n);
+        run_subcommand(one, kSubcommands);
+        runs.push_back(out);
+    }
+    return tint_cmd::aggregate_seeds(cli, sub, dir, runs);
+}
+
 int run(int argc, char** argv) {
-    Cli cli("tint", "TinT: a simulator transformer that runs, back-propagates and fine-tunes a small auxiliary transformer stored in prefix tokens.");
+    Cli cli("tint", kSummary);
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
     refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0], kFlagUsers);
     const Device dev = apply_run_flags(cli).dev;
     if (dev != Device::cpu) fail("tint: the simulator runs on the CPU only; use --device cpu");
+    const int seeds = (int)cli.get_int("--seeds", 1, 100);
+    if (seeds > 1) return run_seeds(cli, std::vector<std::string>(argv + 1, argv + argc), seeds);
     return run_subcommand(cli, kSubcommands);
 }
 

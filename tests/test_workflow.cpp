@@ -293,4 +293,33 @@ TEST_CASE("a full disk (a 200 KiB tmpfs) during a save and a dump: one-line erro
     }
     fs::remove_all(d);
 }
+
+TEST_CASE("tint lm --seeds 3: one study per seed and a table of means ± 95% CI with the paired change vs vanilla") {
+    const std::string d = tmp_dir("tintseeds");
+    Result r = run("tint lm --preset tiny --seeds 3 --out " + d);
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    CHECK(r.out.find("# tint lm over 3 seeds") != std::string::npos);
+    const nlohmann::json s = nlohmann::json::parse(icl_test::slurp(d + "/summary.json"));
+    CHECK(s["seeds"] == 3);
+    REQUIRE(!s["rows"].empty());
+    // recompute the first arm's paired change from the three runs' own summaries
+    std::vector<double> change;
+    for (int k = 1; k <= 3; k++) {
+        const nlohmann::json one = nlohmann::json::parse(icl_test::slurp(d + "/seed" + std::to_string(k) + "/summary.json"));
+        CHECK(one["flags"]["seed"] == std::to_string(k));
+        const nlohmann::json& row = one["rows"][0];
+        change.push_back(100 * (row["ppl_test"].get<double>() / row["ppl_vanilla"].get<double>() - 1));
+    }
+    CHECK(change[0] != change[1]);  // the seeds train different auxiliary models
+    const double mean = (change[0] + change[1] + change[2]) / 3;
+    double var = 0;
+    for (double c : change) var += (c - mean) * (c - mean) / 2;
+    CHECK(s["rows"][0]["change_pct"].get<double>() == doctest::Approx(mean).epsilon(1e-12));
+    CHECK(s["rows"][0]["change_pct_ci95"].get<double>() == doctest::Approx(4.302652729749464 * std::sqrt(var / 3)).epsilon(1e-4));  // t95(2); analysis.h tabulates 4.303
+    CHECK(fs::exists(d + "/table.md"));
+    Result bad = run("tint lm --preset tiny --seeds 2 --load " + d + "/seed1/aux.safetensors");
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find("--seeds: tint lm with a given model has nothing random") != std::string::npos);
+    fs::remove_all(d);
+}
 }

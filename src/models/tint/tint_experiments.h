@@ -19,6 +19,10 @@ int cmd_params(const Cli& cli);
 int cmd_train(const Cli& cli);
 int cmd_lm(const Cli& cli);
 int cmd_fewshot(const Cli& cli);
+// --seeds N of lm / fewshot: the finished runs' summary.json (one per seed, in `runs`) as one table of means ± 95%
+// intervals over the seeds, with paired differences (the update vs vanilla; TinT vs dynamic evaluation), written
+// to dir/{table.md, summary.json}.
+int aggregate_seeds(const Cli& cli, const std::string& sub, const std::string& dir, const std::vector<std::string>& runs);
 int cmd_eps(const Cli& cli);
 int cmd_bench(const Cli& cli);
 

@@ -26,6 +26,7 @@
 #include "engine/cli.h"
 #include "engine/compare.h"
 #include "engine/npy.h"
+#include "report/analysis.h"
 #include "report/plot.h"
 #include "engine/run.h"
 #include "engine/provenance.h"
@@ -402,6 +403,83 @@ int cmd_fewshot(const Cli& cli) {
                              {"icl_cal", icl.before_cal}, {"reads_class", reads_class}, {"rows", jrows},
                              {"aux", g.to_json()}});
     std::printf("\nwrote %s/{table.csv, summary.json}\n", dir.c_str());
+    return 0;
+}
+
+// ---- --seeds: one table over the seeds ---------------------------------------------------------------------
+
+int aggregate_seeds(const Cli& cli, const std::string& sub, const std::string& dir, const std::vector<std::string>& runs) {
+    std::vector<nlohmann::json> js;
+    for (const std::string& r : runs) js.push_back(nlohmann::json::parse(read_file(r + "/summary.json", kMaxTextFileBytes, "run summary")));
+    const int n = (int)runs.size();
+    // "mean ± half-width" in the format f (the half-width without a trailing %)
+    auto ci = [](const std::vector<double>& v, double scale, const char* f) {
+        const MeanSE m = mean_se(v);
+        std::string g = f;
+        if (g.size() > 2 && g.substr(g.size() - 2) == "%%") g.resize(g.size() - 2);
+        if (g.find('+') != std::string::npos) g.erase(g.find('+'), 1);
+        return strfmt(f, scale * m.mean) + (m.n > 1 ? " ± " + strfmt(g.c_str(), scale * t95(m.n - 1) * m.se) : std::string(" ± –"));
+    };
+    // the rows of one arm, keyed by the arm's description, one value per seed (every run has the same arms)
+    std::map<std::string, std::vector<const nlohmann::json*>> rows;
+    std::vector<std::string> order;
+    auto key_of = [&](const nlohmann::json& r) {
+        std::string k = r["method"].get<std::string>() + strfmt(" (%d,%d)", r["k"].get<int>(), r["s"].get<int>());
+        if (sub == "lm") k += strfmt(" frac %.2f", r["frac"].get<double>());
+        else k += " " + r["format"].get<std::string>() + " " + r["loss"].get<std::string>();
+        return k;
+    };
+    for (const nlohmann::json& j : js)
+        for (const nlohmann::json& r : j["rows"]) {
+            const std::string k = key_of(r);
+            if (!rows.count(k)) order.push_back(k);
+            rows[k].push_back(&r);
+        }
+    std::string md = strfmt("# tint %s over %d seeds (mean ± 95%% CI, Student t over the seeds)\n\n", sub.c_str(), n);
+    nlohmann::json out = nlohmann::json::array();
+    auto col = [&](const std::string& k, const char* f) {
+        std::vector<double> v;
+        for (const nlohmann::json* r : rows[k]) v.push_back((*r)[f].get<double>());
+        return v;
+    };
+    if (sub == "lm") {
+        md += "| arm | test perplexity | vanilla | change vs vanilla (paired, %) |\n|---|---|---|---|\n";
+        for (const std::string& k : order) {
+            const std::vector<double> p = col(k, "ppl_test"), v = col(k, "ppl_vanilla");
+            std::vector<double> rel;
+            for (size_t i = 0; i < p.size(); i++) rel.push_back(100 * (p[i] / v[i] - 1));
+            md += "| " + k + " | " + ci(p, 1, "%.4f") + " | " + ci(v, 1, "%.4f") + " | " + ci(rel, 1, "%+.3f") + " |\n";
+            out.push_back({{"arm", k}, {"seeds", (int)p.size()}, {"ppl_test", mean_se(p).mean}, {"ppl_vanilla", mean_se(v).mean},
+                           {"change_pct", mean_se(rel).mean}, {"change_pct_ci95", p.size() > 1 ? t95((int)p.size() - 1) * mean_se(rel).se : NAN}});
+        }
+    } else {
+        std::vector<double> zero, icl;
+        for (const nlohmann::json& j : js) {
+            zero.push_back(j["zero_shot"].get<double>());
+            icl.push_back(j["icl"].get<double>());
+        }
+        md += "zero-shot " + ci(zero, 100, "%.1f%%") + ", vanilla ICL " + ci(icl, 100, "%.1f%%") + "\n\n";
+        md += "| arm | accuracy | calibrated | vs vanilla ICL (paired, points) | TinT − dyn. eval (paired, points) |\n|---|---|---|---|---|\n";
+        for (const std::string& k : order) {
+            const std::vector<double> a = col(k, "acc_test"), c = col(k, "acc_test_cal");
+            std::vector<double> d_icl, d_dyn;
+            for (size_t i = 0; i < a.size(); i++) d_icl.push_back(a[i] - icl[i]);
+            std::string vs_dyn = "";
+            const std::string twin = k.rfind("tint ", 0) == 0 ? "dyn " + k.substr(5) : "";
+            if (!twin.empty() && rows.count(twin)) {
+                const std::vector<double> b = col(twin, "acc_test");
+                for (size_t i = 0; i < a.size(); i++) d_dyn.push_back(a[i] - b[i]);
+                vs_dyn = ci(d_dyn, 100, "%+.1f");
+            }
+            md += "| " + k + " | " + ci(a, 100, "%.1f%%") + " | " + ci(c, 100, "%.1f%%") + " | " + ci(d_icl, 100, "%+.1f") + " | " + vs_dyn + " |\n";
+            out.push_back({{"arm", k}, {"seeds", (int)a.size()}, {"acc_test", mean_se(a).mean}, {"acc_test_cal", mean_se(c).mean},
+                           {"vs_icl_points", 100 * mean_se(d_icl).mean}});
+        }
+    }
+    md += "\nruns: " + std::to_string(n) + " seeds from --seed " + cli.get("--seed") + " (each in seed<i>/); " + csv_provenance_comment().substr(2);
+    write_file_atomic(dir + "/table.md", md + "\n");
+    write_summary(dir, cli, {{"subcommand", sub}, {"seeds", n}, {"rows", out}});
+    std::printf("\n%s\nwrote %s/{table.md, summary.json}\n", md.c_str(), dir.c_str());
     return 0;
 }
 
