@@ -18,7 +18,11 @@ namespace icl {
 
 using Shape = std::vector<int64_t>;
 
+// The element count. A zero dimension makes it 0 whatever the others hold, before any product that could overflow
+// (a file's shape (5, 18, 53, 10^16, 0) is an empty array); readers bound non-empty shapes before calling this.
 inline int64_t numel(const Shape& s) {
+    for (auto d : s)
+        if (d == 0) return 0;
     int64_t n = 1;
     for (auto d : s) n *= d;
     return n;
