@@ -82,26 +82,20 @@ TextEval eval_text(GPT<float>& m, const std::vector<int>& ids) {
     return r;
 }
 
-namespace {
-
-bool has_file(const std::string& p) {
+static bool has_file(const std::string& p) {
     struct stat st;
     return stat(p.c_str(), &st) == 0;
 }
 
-// --tokenizer, else the --load-hf folder's own tokenizer files, else bytes.
-TextCodec codec_from_cli(const Cli& cli) {
+TextCodec model_codec(const std::string& tokenizer, const std::string& model_dir, int V, bool required) {
     TextCodec c;
-    std::string dir = cli.get("--tokenizer");
-    if (dir.empty() && cli.has_value("--load-hf")) {
-        const std::string d = cli.get("--load-hf");
-        if (has_file(d + "/vocab.json") || has_file(d + "/encoder.json")) dir = d;
-    }
+    std::string dir = tokenizer;
+    if (dir.empty() && !model_dir.empty() && (required || has_file(model_dir + "/vocab.json") || has_file(model_dir + "/encoder.json")))
+        dir = model_dir;
     if (!dir.empty()) c.bpe = std::make_shared<GPT2Tokenizer>(GPT2Tokenizer::load(dir));
+    if (c.size() > V) fail(strfmt("--tokenizer: %d tokens, more than the model's vocabulary of %d", c.size(), V));
     return c;
 }
-
-}  // namespace
 
 int run_inference(const Cli& cli, const RunEnv& env) {
     // nothing is trained: a training or task flag is refused, not ignored
@@ -134,11 +128,10 @@ int run_inference(const Cli& cli, const RunEnv& env) {
     const bool text_io = cli.has_value("--eval-text") || cli.given("--prompt");
     TextCodec codec;
     if (text_io) {
-        codec = codec_from_cli(cli);
         if (cfg.d_in > 0 || cfg.d_out > 0) fail_usage("--eval-text / --prompt: the model at " + source + " is not a language model");
+        codec = model_codec(cli.get("--tokenizer"), cli.has_value("--load-hf") ? source : "", cfg.V, false);
         if (!codec.bpe && cfg.V != 256)
             fail_usage(strfmt("--tokenizer: the model has %d tokens, not 256 bytes; give its tokenizer folder (vocab.json + merges.txt)", cfg.V));
-        if (codec.size() > cfg.V) fail(strfmt("--tokenizer: %d tokens, more than the model's vocabulary of %d", codec.size(), cfg.V));
     }
     GPT<float> m(cfg, env.dev, cli.get_seed());
     if (cli.has_value("--load-hf")) pretrained_load(m, source);

@@ -36,6 +36,10 @@ struct TextCodec {
     std::vector<int> encode(const std::string& text) const;
     std::string decode(const std::vector<int>& ids) const;
 };
+// The tokenizer of a model of vocabulary V: the folder `tokenizer` when given, else the model folder's own files
+// (vocab.json + merges.txt, or encoder.json + vocab.bpe) when it has them — required = they must be there — else
+// bytes. Refused (one line) when it has more tokens than the model's vocabulary. Used by train_gpt, iclca e4, tint lm.
+TextCodec model_codec(const std::string& tokenizer, const std::string& model_dir, int V, bool required);
 
 struct TextEval {
     int64_t tokens = 0, windows = 0, predicted = 0;  // tokens of the text, windows, next-token predictions scored

@@ -405,7 +405,6 @@ void export_hf_gpt2(GPT<float>& m, const std::string& dir) {
     if (c.d_in > 0 || c.d_out > 0) fail_usage("--export-hf: a vector-input or vector-output model has no GPT-2 layout");
     if (c.act != "gelu") fail_usage("--export-hf: GPT-2's MLP is GELU; this model's is " + c.act);
     if (attn_mods_configured(c.mod)) fail_usage("--export-hf: GPT-2 has no attention modifications; this model has " + attn_mods_describe(c.mod));
-    const int64_t C = c.C;
     const std::vector<float> p = m.s.to_host(m.s.params, 0, m.s.ptable.total);
     const TensorTable& t = m.s.ptable;
     auto at = [&](const std::string& n) { return p.data() + t.offset(n); };
@@ -441,7 +440,6 @@ void export_hf_gpt2(GPT<float>& m, const std::string& dir) {
     }
     direct("ln_f.weight", "lnf.w");
     direct("ln_f.bias", "lnf.b");
-    (void)C;
     nlohmann::ordered_json j = {{"architectures", {"GPT2LMHeadModel"}},
                                 {"model_type", "gpt2"},
                                 {"vocab_size", c.V},

@@ -607,11 +607,7 @@ int cmd_e4(const Cli& cli) {
         if (!hf) fail_usage("--prompt: e4 takes text only with --load-hf (a GPT with its tokenizer)");
         if (!cli.has_value("--prompt") || !cli.has_value("--input")) fail_usage("--prompt and --input: e4 needs both (the ICL prompt and what follows)");
         if (cli.given("--M") || cli.given("--N")) fail_usage("--M/--N: the lengths come from --prompt and --input");
-        TextCodec codec;
-        std::string tok = cli.get("--tokenizer");
-        if (tok.empty()) tok = source;
-        codec.bpe = std::make_shared<GPT2Tokenizer>(GPT2Tokenizer::load(tok));
-        if (codec.size() > gc.V) fail(strfmt("--tokenizer: %d tokens, more than the model's vocabulary of %d", codec.size(), gc.V));
+        const TextCodec codec = model_codec(cli.get("--tokenizer"), source, gc.V, true);
         text_prompt = codec.encode(prompt_text(cli));
         text_input = codec.encode(cli.get("--input"));
         if (text_prompt.empty() || text_input.empty()) fail_usage("--prompt / --input: empty after tokenization");

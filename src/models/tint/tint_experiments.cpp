@@ -148,13 +148,12 @@ GPT<float> load_or_train(const Cli& cli, const std::string& task, const std::str
     return train_aux(cli, task, dir, dir + "/aux.safetensors", text);
 }
 
-TextData aux_text(const Cli& cli, int T) {
-    if (!cli.has_value("--load-hf")) return text_load(cli.get("--data"), 0.1, T);
+TextData aux_text(const Cli& cli, const GPTConfig& g) {
+    if (!cli.has_value("--load-hf")) return text_load(cli.get("--data"), 0.1, g.maxT);
     // a pretrained model reads its tokens: --tokenizer, else the model folder's vocab.json + merges.txt
-    const std::string dir = cli.has_value("--tokenizer") ? cli.get("--tokenizer") : cli.get("--load-hf");
-    const GPT2Tokenizer tok = GPT2Tokenizer::load(dir);
+    const TextCodec codec = model_codec(cli.get("--tokenizer"), cli.get("--load-hf"), g.V, true);
     const std::string path = cli.get("--data");
-    return text_split(path, tok.encode(read_file(path, kMaxTextFileBytes, "--data text file")), 0.1, T, "tokens");
+    return text_split(path, codec.encode(read_file(path, kMaxTextFileBytes, "--data text file")), 0.1, g.maxT, "tokens");
 }
 
 void write_summary(const std::string& dir, const Cli& cli, nlohmann::json j) {

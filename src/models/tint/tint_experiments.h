@@ -36,7 +36,7 @@ GPTConfig loaded_config(const Cli& cli);          // --load's / --load-hf's GPT 
 bool aux_from_file(const Cli& cli);               // --load or --load-hf given
 void load_aux(GPT<float>& m, const Cli& cli);     // m's weights from --load or --load-hf
 // lm's text: the bytes of --data, or with --load-hf its tokens (--tokenizer, else the model folder's tokenizer)
-TextData aux_text(const Cli& cli, int T);
+TextData aux_text(const Cli& cli, const GPTConfig& g);
 // The auxiliary model's config before any work: --load's (its vocabulary checked against `task`), else the flags'.
 GPTConfig planned_aux_config(const Cli& cli, const std::string& task);
 // The auxiliary model: trained here on `task` (text | fewshot), or read from --load. `text` is the text task's data

@@ -63,7 +63,7 @@ int cmd_lm(const Cli& cli) {
     const std::vector<Budget> bud = budgets(cli, g0.L);
     const TintConfig c = tint_config(cli, g0);
     const int n_test = (int)cli.get_int("--windows", 1, 1 << 20), n_dev = (int)cli.get_int("--dev-windows", 1, 1 << 20);
-    const TextData text = aux_text(cli, g0.maxT);
+    const TextData text = aux_text(cli, g0);
     // non-overlapping windows of the validation text: dev first, then test
     const int avail = (int)(text.val.size() / g0.maxT);
     if (avail < n_dev + n_test)
