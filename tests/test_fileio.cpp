@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <map>
 
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "engine/common.h"
 #include "engine/fileio.h"
 #include "engine/rng.h"
+#include "engine/run.h"
 #include "engine/safetensors.h"
 #include "file_util.h"
 
@@ -164,6 +166,59 @@ TEST_CASE("kill -9 during saves: the checkpoint on disk is always a complete old
     // the killed children's temporaries are removed by the next save
     save_gen(7);
     CHECK(list_dir(dir.path) == std::vector<std::string>{"ckpt.safetensors"});
+}
+
+TEST_CASE("kill -9 during a run's log writes: log.csv is always its header and whole rows, never fewer than a resumed run kept (20 trials)") {
+    // A resumed run rewrites its log with the rows up to the checkpoint (`earlier`) before appending: a child does
+    // that with 5000 earlier rows (step, 2*step, 3*step), then appends and flushes after each row as fast as it
+    // can; the parent kills it after a random delay. The file must then hold the header and rows 1..k, k >= 5000,
+    // every line whole (a log truncated and rewritten in place would lose the earlier rows to such a kill).
+    TmpDir dir;
+    const std::string p = dir / "log.csv";
+    const int kept = 5000;
+    auto row = [](int s) { return std::map<std::string, double>{{"step", s}, {"a", 2.0 * s}, {"b", 3.0 * s}}; };
+    std::vector<std::map<std::string, double>> earlier;
+    for (int s = 1; s <= kept; s++) earlier.push_back(row(s));
+    { icl::CsvLog log(p, {"step", "a", "b"}, earlier); }
+    icl::Rng rng(20261126);
+    int appended = 0;
+    for (int trial = 0; trial < 20; trial++) {
+        pid_t child = fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            icl::CsvLog log(p, {"step", "a", "b"}, earlier);
+            for (int s = kept + 1;; s++) {
+                log.row(row(s));
+                log.flush();
+            }
+        }
+        usleep((useconds_t)(rng.below(30000)));
+        kill(child, SIGKILL);
+        int st;
+        waitpid(child, &st, 0);
+        CHECK(WIFSIGNALED(st));
+        const std::string text = slurp(p);
+        CAPTURE(trial);
+        REQUIRE(!text.empty());
+        CHECK(text.back() == '\n');
+        std::vector<std::string> lines;
+        size_t b = 0;
+        for (size_t e; (e = text.find('\n', b)) != std::string::npos; b = e + 1) lines.push_back(text.substr(b, e - b));
+        REQUIRE(lines.size() >= 2 + kept);
+        CHECK(lines[0].rfind("# icl.cpp", 0) == 0);  // the provenance comment
+        CHECK(lines[1] == "step,a,b");
+        int bad = 0;
+        for (size_t i = 2; i < lines.size(); i++) {
+            const int s = (int)(i - 1);
+            bad += lines[i] != std::to_string(s) + "," + std::to_string(2 * s) + "," + std::to_string(3 * s);
+        }
+        CHECK(bad == 0);
+        appended += lines.size() > 2 + kept;
+    }
+    CHECK(appended >= 5);  // some kills came after the child had appended rows
+    // the killed children's temporaries are removed by the next write
+    { icl::CsvLog log(p, {"step"}); }
+    CHECK(list_dir(dir.path) == std::vector<std::string>{"log.csv"});
 }
 
 TEST_CASE("check_writable: refuses a missing directory, a read-only directory, a special file") {

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -52,26 +53,32 @@ std::string subcommand_run_dir(const Cli& cli, const std::string& binary, const 
 CsvLog::CsvLog(const std::string& path, std::vector<std::string> columns, const std::vector<std::map<std::string, double>>& earlier)
     : path_(path), cols_(std::move(columns)) {
     check_writable(path);
-    f_ = std::fopen(path.c_str(), "w");
-    if (!f_) fail("cannot write '" + path + "': " + std::strerror(errno));
-    std::string header = csv_provenance_comment();  // "# icl.cpp <commit>, …" (engine/provenance.h)
-    for (size_t i = 0; i < cols_.size(); i++) header += (i ? "," : "") + cols_[i];
-    put(header + "\n");
+    text_ = csv_provenance_comment();  // "# icl.cpp <commit>, …" (engine/provenance.h)
+    for (size_t i = 0; i < cols_.size(); i++) text_ += (i ? "," : "") + cols_[i];
+    text_ += "\n";
     for (auto& r : earlier) row(r);
+    flush();
 }
 
 CsvLog::~CsvLog() {
-    if (f_) std::fclose(f_);
+    if (path_.empty() || !dirty_) return;
+    try {
+        flush();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "warning: %s\n", e.what());
+    }
 }
 
-void CsvLog::put(const std::string& line) {
-    errno = 0;
-    if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
-        fail("cannot write '" + path_ + "': " + std::strerror(errno ? errno : EIO));
+void CsvLog::flush() {
+    const double t0 = now_seconds();
+    write_file_atomic(path_, text_);
+    last_write_ = now_seconds();
+    write_seconds_ = last_write_ - t0;
+    dirty_ = false;
 }
 
 void CsvLog::row(const std::map<std::string, double>& values) {
-    ICL_ASSERT(f_);
+    ICL_ASSERT(!path_.empty());
     for (auto& kv : values) {
         bool known = false;
         for (auto& c : cols_) known |= (c == kv.first);
@@ -86,8 +93,11 @@ void CsvLog::row(const std::map<std::string, double>& values) {
         if (i) line += ',';
         if (std::isfinite(v)) line += strfmt("%.9g", v);
     }
-    put(line + "\n");
+    text_ += line + "\n";
     rows_.push_back(std::move(r));
+    dirty_ = true;
+    // a write at most once a second, and at most ~2% of the time (50× the last write's duration apart)
+    if (last_write_ > 0 && now_seconds() - last_write_ >= std::max(1.0, 50 * write_seconds_)) flush();
 }
 
 std::vector<double> CsvLog::column(const std::string& name) const {

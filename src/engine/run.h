@@ -26,28 +26,32 @@ std::string default_run_dir(const std::string& binary, const std::string& name);
 class Cli;
 std::string subcommand_run_dir(const Cli& cli, const std::string& binary, const std::string& sub);
 
-// CSV log with a fixed header; NaN cells are written empty. Each row is appended and flushed, and a failed
-// write (disk full, …) stops the run with an error naming the file. The log is a new file of a new run
-// folder, so there is no earlier version to protect.
+// CSV log with a fixed header; NaN cells are written empty. The whole file is kept in memory and written through
+// the atomic writer (write_file_atomic): at creation, then at most about once a second as rows arrive (less often
+// when the log is large: writing it stays under ~2% of the run's time), at every flush() and when the log is
+// destroyed (an error unwinding the run included). A crash loses at most the rows since the last write, never
+// leaves a half-written line, and a resumed run's log replaces the old one only once it is whole; a failed write
+// (disk full, …) stops the run with an error naming the file.
 class CsvLog {
 public:
     CsvLog() = default;
     // `earlier`: rows written first (a resumed run keeps its log up to the checkpoint's step).
     CsvLog(const std::string& path, std::vector<std::string> columns, const std::vector<std::map<std::string, double>>& earlier = {});
-    ~CsvLog();
+    ~CsvLog();  // a last write; an error there is reported on stderr (it may run while another error unwinds)
     CsvLog(const CsvLog&) = delete;
     CsvLog& operator=(const CsvLog&) = delete;
     void row(const std::map<std::string, double>& values);  // unknown keys are a bug
+    void flush();                                           // write the file now
     const std::string& path() const { return path_; }
     // Column `name` of every row written so far (for plots at the end of a run).
     std::vector<double> column(const std::string& name) const;
 
 private:
-    void put(const std::string& line);  // append and flush, or fail naming the file
-    std::FILE* f_ = nullptr;
-    std::string path_;
+    std::string path_, text_;
     std::vector<std::string> cols_;
     std::vector<std::vector<double>> rows_;
+    bool dirty_ = false;
+    double last_write_ = 0, write_seconds_ = 0;  // when the file was last written, and how long that took
 };
 
 class Progress {

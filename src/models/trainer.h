@@ -201,6 +201,7 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
             }
         }
         if (save_ckpt) {
+            log.flush();  // the log on disk reaches the checkpoint's step
             const std::string path = o.run_dir + strfmt("/checkpoint-%d.safetensors", step + 1);
             m.s.save_resumable(path, train_state_metadata(o, rs, step + 1, loss));
             last_ckpt = path;
@@ -208,6 +209,7 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
         if (save_final) m.s.save(o.save_path, {{"step", std::to_string(step + 1)}, {"loss", strfmt("%.6g", loss)}});
         r.steps_done = step + 1;
     }
+    log.flush();
     progress.finish();
     r.ms_per_step = timed ? t_total / timed * 1e3 : NAN;
     r.tokens_per_s = timed ? o.tokens_per_step / (t_total / timed) : NAN;
