@@ -3,8 +3,8 @@
 //
 //   concat           out = [a | b] along the last axis
 //   gather_rows      out[n] = src[idx[n]]           backward: the scatter-add dsrc[idx[n]] += dout[n]
-//   continuity_reg   R_C = (1/(B(T−1))) Σ_b Σ_{s≥1} ‖n_{b,s} − n_{b,s−1}‖²           n = y / (‖y‖ + 1e-6) per row
-//   decorrelation    R_D = (1/(B(B−1)T)) Σ_s Σ_{α≠β} (n_s^α · n_s^β)²
+//   continuity_reg   R_C = (1/(B·Σ_{s≥1}ζ_s)) Σ_b Σ_{s≥1} ζ_s ‖n_{b,s} − n_{b,s−1}‖²   n = y / (‖y‖ + 1e-6) per row
+//   decorrelation    R_D = (1/(B(B−1)·Σ_s ζ_s)) Σ_s ζ_s Σ_{α≠β} (n_s^α · n_s^β)²       ζ_s = (s+1)^zp (1 for zp = 0)
 //   gp_kl            VAE KL(N(μ, diag e^logv) ‖ N(0, 𝒦)) per component, / T, batch mean   (𝒦⁻¹ on the device)
 //   reparam          y = μ + exp(½ logv) ⊙ ε
 //
@@ -115,51 +115,60 @@ static void normalize(const float* y, int N, int D, float** nrm, float** rho) {
     launchCheck("normalize_rows_kernel");
 }
 
+// ζ_s = (s+1)^p (0-based s), exactly 1 for p = 0, and Σ_{s=lo}^{T−1} ζ_s: the CPU's (src/layers/cgt_ops.h) formulas
+__host__ __device__ inline double reg_zeta(int s, double p) { return p == 0 ? 1.0 : pow(s + 1.0, p); }
+static double reg_zeta_sum(int lo, int T, double p) {
+    double z = 0;
+    for (int s = lo; s < T; s++) z += reg_zeta(s, p);
+    return z;
+}
+
 // ---- R_C: continuity -------------------------------------------------------------------------------------
 
-// term i ↔ (b, s ≥ 1, c):  (n_{b,s,c} − n_{b,s−1,c})²  in double
+// term i ↔ (b, s ≥ 1, c):  ζ_s (n_{b,s,c} − n_{b,s−1,c})²  in double
 struct ContinuityTerm {
     const float* n;
     int T, D;
+    double zp;
     __device__ double operator()(int64_t i) const {
         const int c = (int)(i % D);
         const int64_t bs = i / D;
         const int b = (int)(bs / (T - 1)), s = (int)(bs % (T - 1)) + 1;
         const size_t i1 = ((size_t)b * T + s) * D + c;
         const double d = (double)n[i1] - (double)n[i1 - D];
-        return d * d;
+        return reg_zeta(s, zp) * (d * d);
     }
 };
 
-double continuity_reg_forward(const float* y, int B, int T, int D) {
+double continuity_reg_forward(const float* y, int B, int T, int D, double zp) {
     if (T < 2 || B < 1) return 0.0;
     float *nrm, *rho;
     normalize(y, B * T, D, &nrm, &rho);
-    const double sum = reduce_sum(ContinuityTerm{nrm, T, D}, (int64_t)B * (T - 1) * D);
-    return sum / ((double)B * (T - 1));
+    const double sum = reduce_sum(ContinuityTerm{nrm, T, D, zp}, (int64_t)B * (T - 1) * D);
+    return sum / ((double)B * reg_zeta_sum(1, T, zp));
 }
 
-// sum += (n_s − n_{s−1})²  =>  dn_s += k(n_s − n_{s−1}),  dn_{s−1} −= the same   (k = 2w/(B(T−1)))
+// sum += ζ_s (n_s − n_{s−1})²  =>  dn_s += k_s(n_s − n_{s−1}),  dn_{s−1} −= the same   (k_s = 2wζ_s/(B Σζ))
 // Element (b,s,c) collects +g_s (from pair s) then −g_{s+1} (from pair s+1): the CPU's order.
-__global__ void continuity_dn_kernel(float* dn, const float* n, float k, int B, int T, int D) {
+__global__ void continuity_dn_kernel(float* dn, const float* n, double c2, double zp, int B, int T, int D) {
     const int64_t total = (int64_t)B * T * D;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int s = (int)((i / D) % T);
         float v = 0.0f;
-        if (s >= 1) v += k * (n[i] - n[i - D]);
-        if (s + 1 < T) v -= k * (n[i + D] - n[i]);
+        if (s >= 1) v += (float)(c2 * reg_zeta(s, zp)) * (n[i] - n[i - D]);
+        if (s + 1 < T) v -= (float)(c2 * reg_zeta(s + 1, zp)) * (n[i + D] - n[i]);
         dn[i] = v;
     }
 }
 
-void continuity_reg_backward(float* dy, const float* y, double w, int B, int T, int D) {
+void continuity_reg_backward(float* dy, const float* y, double w, int B, int T, int D, double zp) {
     if (T < 2 || B < 1) return;
     const int N = B * T;
     float *nrm, *rho;
     normalize(y, N, D, &nrm, &rho);
     float* dn = scratch_as<float>(Scratch::cgt_c, (size_t)N * D);
-    const float k = (float)(2.0 * w / ((double)B * (T - 1)));
-    continuity_dn_kernel<<<grid_for((int64_t)N * D), 256>>>(dn, nrm, k, B, T, D);
+    const double c2 = 2.0 * w / ((double)B * reg_zeta_sum(1, T, zp));
+    continuity_dn_kernel<<<grid_for((int64_t)N * D), 256>>>(dn, nrm, c2, zp, B, T, D);
     launchCheck("continuity_dn_kernel");
     normalize_rows_backward_kernel<<<blocks(N, 8), 8 * WARP>>>(dy, dn, y, rho, N, D);
     launchCheck("normalize_rows_backward_kernel");
@@ -181,37 +190,41 @@ __global__ void decorrelation_gram_kernel(float* gram, const float* n, int B, in
     gram[i] = g;
 }
 
-// term i ↔ (s, α, β): gram² (0 on the diagonal)
+// term i ↔ (s, α, β): ζ_s gram² (0 on the diagonal)
 struct SquaredGramTerm {
     const float* gram;
-    __device__ double operator()(int64_t i) const { return (double)gram[i] * (double)gram[i]; }
+    int B;
+    double zp;
+    __device__ double operator()(int64_t i) const {
+        return reg_zeta((int)(i / ((int64_t)B * B)), zp) * ((double)gram[i] * (double)gram[i]);
+    }
 };
 
-double decorrelation_reg_forward(const float* y, int B, int T, int D) {
+double decorrelation_reg_forward(const float* y, int B, int T, int D, double zp) {
     if (B < 2) return 0.0;
     float *nrm, *rho;
     normalize(y, B * T, D, &nrm, &rho);
     float* gram = scratch_as<float>(Scratch::cgt_c, (size_t)T * B * B);
     decorrelation_gram_kernel<<<blocks((int64_t)T * B * B, 128), 128>>>(gram, nrm, B, T, D);
     launchCheck("decorrelation_gram_kernel");
-    const double sum = reduce_sum(SquaredGramTerm{gram}, (int64_t)T * B * B);
-    return sum / ((double)B * (B - 1) * T);
+    const double sum = reduce_sum(SquaredGramTerm{gram, B, zp}, (int64_t)T * B * B);
+    return sum / ((double)B * (B - 1) * reg_zeta_sum(0, T, zp));
 }
 
-// sum += Σ_{α≠β} (n_α·n_β)²   =>   dN_s = k · E_s N_s   (E_s = gram with zero diagonal, k = 4w/(B(B−1)T))
+// sum += ζ_s Σ_{α≠β} (n_α·n_β)²   =>   dN_s = k_s · E_s N_s   (E_s = gram with zero diagonal, k_s = 4wζ_s/(B(B−1)Σζ))
 // dn (B,T,D): one thread per (α, s, c)
-__global__ void decorrelation_dn_kernel(float* dn, const float* gram, const float* n, float k, int B, int T, int D) {
+__global__ void decorrelation_dn_kernel(float* dn, const float* gram, const float* n, double c4, double zp, int B, int T, int D) {
     const int64_t total = (int64_t)B * T * D;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int c = (int)(i % D), s = (int)((i / D) % T), a = (int)(i / ((int64_t)T * D));
         const float* ga = gram + ((size_t)s * B + a) * B;  // (B) row α of E_s
         float v = 0.0f;
         for (int b = 0; b < B; b++) v += ga[b] * n[((size_t)b * T + s) * D + c];
-        dn[i] = k * v;
+        dn[i] = (float)(c4 * reg_zeta(s, zp)) * v;
     }
 }
 
-void decorrelation_reg_backward(float* dy, const float* y, double w, int B, int T, int D) {
+void decorrelation_reg_backward(float* dy, const float* y, double w, int B, int T, int D, double zp) {
     if (B < 2) return;
     const int N = B * T;
     float *nrm, *rho;
@@ -221,8 +234,8 @@ void decorrelation_reg_backward(float* dy, const float* y, double w, int B, int 
     float* dn = gram + (size_t)T * B * B;
     decorrelation_gram_kernel<<<blocks((int64_t)T * B * B, 128), 128>>>(gram, nrm, B, T, D);
     launchCheck("decorrelation_gram_kernel");
-    const float k = (float)(4.0 * w / ((double)B * (B - 1) * T));
-    decorrelation_dn_kernel<<<grid_for((int64_t)N * D), 256>>>(dn, gram, nrm, k, B, T, D);
+    const double c4 = 4.0 * w / ((double)B * (B - 1) * reg_zeta_sum(0, T, zp));
+    decorrelation_dn_kernel<<<grid_for((int64_t)N * D), 256>>>(dn, gram, nrm, c4, zp, B, T, D);
     launchCheck("decorrelation_dn_kernel");
     normalize_rows_backward_kernel<<<blocks(N, 8), 8 * WARP>>>(dy, dn, y, rho, N, D);
     launchCheck("normalize_rows_backward_kernel");

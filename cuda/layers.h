@@ -91,10 +91,10 @@ void concat_forward(float* out, const float* a, const float* b, int N, int Ca, i
 void concat_backward(float* da, float* db, const float* dout, int N, int Ca, int Cb);
 void gather_rows_forward(float* out, const float* src, const int* idx, int N, int D);
 void gather_rows_backward(float* dsrc, const float* dout, const int* idx, int N, int D);
-double continuity_reg_forward(const float* y, int B, int T, int D);
-void continuity_reg_backward(float* dy, const float* y, double w, int B, int T, int D);
-double decorrelation_reg_forward(const float* y, int B, int T, int D);
-void decorrelation_reg_backward(float* dy, const float* y, double w, int B, int T, int D);
+double continuity_reg_forward(const float* y, int B, int T, int D, double zp);  // ζ_s = (s+1)^zp
+void continuity_reg_backward(float* dy, const float* y, double w, int B, int T, int D, double zp);
+double decorrelation_reg_forward(const float* y, int B, int T, int D, double zp);
+void decorrelation_reg_backward(float* dy, const float* y, double w, int B, int T, int D, double zp);
 double gp_kl_forward(const float* mu, const float* logv, const float* Kinv, double logdetK, int B, int T, int D);
 void gp_kl_backward(float* dmu, float* dlogv, const float* mu, const float* logv, const float* Kinv, double w, int B, int T, int D);
 void reparam_forward(float* y, const float* mu, const float* logv, const float* eps, int64_t n);

@@ -246,15 +246,14 @@ TEST_CASE("generator: δW has rank ≤ r and is quadratic in σ; softmax sums to
 TEST_CASE("R_C, R_D, VAE KL, reparameterization: fp64 finite differences") {
     const int B = 3, T = 5, D = 4;
     auto y = randn((size_t)B * T * D, 21), W = randn((size_t)B * T * D, 22);
-    {
+    for (double zp : {0.0, 2.0}) {  // uniform ζ (the paper's) and the quadratic profile ζ_s = s²
+        CAPTURE(zp);
         std::vector<double> dy(y.size(), 0);
-        continuity_reg_backward(dy.data(), y.data(), 1.0, B, T, D);
-        check_gradient("R_C", [&] { return continuity_reg_forward(y.data(), B, T, D); }, y.data(), y.size(), dy.data());
-    }
-    {
-        std::vector<double> dy(y.size(), 0);
-        decorrelation_reg_backward(dy.data(), y.data(), 1.0, B, T, D);
-        check_gradient("R_D", [&] { return decorrelation_reg_forward(y.data(), B, T, D); }, y.data(), y.size(), dy.data());
+        continuity_reg_backward(dy.data(), y.data(), 1.0, B, T, D, zp);
+        check_gradient("R_C", [&] { return continuity_reg_forward(y.data(), B, T, D, zp); }, y.data(), y.size(), dy.data());
+        std::fill(dy.begin(), dy.end(), 0.0);
+        decorrelation_reg_backward(dy.data(), y.data(), 1.0, B, T, D, zp);
+        check_gradient("R_D", [&] { return decorrelation_reg_forward(y.data(), B, T, D, zp); }, y.data(), y.size(), dy.data());
     }
     {
         std::vector<double> Kinv;
@@ -272,6 +271,61 @@ TEST_CASE("R_C, R_D, VAE KL, reparameterization: fp64 finite differences") {
         check_gradient("reparam dmu", f, y.data(), y.size(), dmu2.data());
         check_gradient("reparam dlogv", f, lv.data(), lv.size(), dlv2.data());
     }
+}
+
+TEST_CASE("R_C, R_D with position weights ζ_s = s^p (spec §3.5): the normalized formulas written out; the profile moves the weight") {
+    // R_C = (1/(B·Σ_{s=2}^n ζ_s)) Σ_b Σ_{s=2}^n ζ_s ‖n_{b,s} − n_{b,s−1}‖²,  R_D = (1/(B(B−1)·Σ_{s=1}^n ζ_s)) Σ_s ζ_s Σ_{α≠β} (n_s^α·n_s^β)²
+    // with 1-based s here, n = y/(‖y‖ + 1e-6): computed from the spec's lines, not through the layer's code.
+    const int B = 4, T = 7, D = 5;
+    const auto y = randn((size_t)B * T * D, 41);
+    auto nrm = [&](int b, int s) {  // n_{b,s} for 1-based s
+        std::vector<double> v(y.begin() + ((size_t)b * T + s - 1) * D, y.begin() + ((size_t)b * T + s) * D);
+        double q = 0;
+        for (double x : v) q += x * x;
+        for (double& x : v) x /= std::sqrt(q) + 1e-6;
+        return v;
+    };
+    for (double p : {0.0, 1.0, 2.0}) {
+        CAPTURE(p);
+        double zc = 0, zd = 0, rc = 0, rd = 0;
+        for (int s = 1; s <= T; s++) {
+            const double z = std::pow((double)s, p);
+            zd += z;
+            if (s >= 2) zc += z;
+            for (int a = 0; a < B; a++) {
+                const auto na = nrm(a, s);
+                if (s >= 2) {
+                    const auto nb = nrm(a, s - 1);
+                    for (int i = 0; i < D; i++) rc += z * (na[i] - nb[i]) * (na[i] - nb[i]);
+                }
+                for (int b = 0; b < B; b++) {
+                    if (a == b) continue;
+                    const auto nb = nrm(b, s);
+                    double dot = 0;
+                    for (int i = 0; i < D; i++) dot += na[i] * nb[i];
+                    rd += z * dot * dot;
+                }
+            }
+        }
+        rc /= B * zc;
+        rd /= (double)B * (B - 1) * zd;
+        CHECK(continuity_reg_forward(y.data(), B, T, D, p) == doctest::Approx(rc).epsilon(1e-13));
+        CHECK(decorrelation_reg_forward(y.data(), B, T, D, p) == doctest::Approx(rd).epsilon(1e-13));
+    }
+    // by hand: a y whose direction turns by 90° once (‖n_s − n_{s−1}‖² = 2), at the last pair (s = 7, ζ = 49) or at the
+    // first (s = 2, ζ = 4); Σ_{s=2}^{7} s² = 139. Uniform: 2/6 either way; quadratic: 2·49/139 and 2·4/139.
+    std::vector<double> late(y.size()), early(y.size());
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < T; s++)
+            for (int i = 0; i < D; i++) {
+                late[((size_t)b * T + s) * D + i] = (i == (s == T - 1 ? 1 : 0)) ? 1.0 : 0.0;
+                early[((size_t)b * T + s) * D + i] = (i == (s == 0 ? 1 : 0)) ? 1.0 : 0.0;
+            }
+    const double tol = 1e-5;  // n = y/(‖y‖ + 1e-6) on unit rows: relative error ~2e-6
+    CHECK(continuity_reg_forward(late.data(), B, T, D, 0.0) == doctest::Approx(2.0 / 6).epsilon(tol));
+    CHECK(continuity_reg_forward(early.data(), B, T, D, 0.0) == doctest::Approx(2.0 / 6).epsilon(tol));
+    CHECK(continuity_reg_forward(late.data(), B, T, D, 2.0) == doctest::Approx(2.0 * 49 / 139).epsilon(tol));
+    CHECK(continuity_reg_forward(early.data(), B, T, D, 2.0) == doctest::Approx(2.0 * 4 / 139).epsilon(tol));
 }
 
 TEST_CASE("R_C and R_D properties (spec §7.13, §7.14); VAE KL properties (§7.15)") {
@@ -338,18 +392,53 @@ TEST_CASE("whole-model fp64 gradient check: dual-stream CE only (η = 1)") {
     }
 }
 
-TEST_CASE("whole-model fp64 gradient check: full loss η·CE + (1−η)·aux + w_C·R_C + w_D·R_D, with and without horizon") {
+TEST_CASE("whole-model fp64 gradient check: full loss η·CE + (1−η)·aux + w_C·R_C + w_D·R_D, with and without horizon, uniform and quadratic ζ") {
     for (int horizon : {0, 3}) {
         CAPTURE(horizon);
         CGT<double> m(tiny_cfg(8), Device::cpu, 4);
         randomize(m, 6, 0.3);
         m.loss.eta = 0.5; m.loss.wC = 0.3; m.loss.wD = 0.2; m.loss.horizon = horizon;
+        m.loss.zeta_power = horizon ? 2.0 : 0.0;
         m.set_aux_positions(horizon ? std::vector<int>{2, 5, 3} : std::vector<int>{2, 6, 4});
         Batch bt = tiny_arith(3, 8, 10);
         check_rows(fd_check_params(m, bt, 1e-5, 1e-8, 1e-6));
         CHECK(m.last_aux > 0);
         CHECK(m.last_rc > 0);
         CHECK(m.last_rd > 0);
+    }
+}
+
+TEST_CASE("--ln-gen (spec §1.4's option): y^ℓ = LN(y) row by row; fp64 gradient check of the full loss, VAE too; config round trip") {
+    for (bool vae : {false, true}) {
+        CAPTURE(vae);
+        CGTConfig c = tiny_cfg(8);
+        c.ln_gen = true;
+        c.vae = vae;
+        CGT<double> m(c, Device::cpu, 4);
+        REQUIRE(m.s.ptable.has("yl_ln.w"));
+        randomize(m, 7, 0.3);
+        m.loss.eta = 0.5; m.loss.wC = 0.3; m.loss.wD = 0.2; m.loss.horizon = 3;
+        if (vae) m.loss.beta = 0.1;
+        m.set_aux_positions({2, 5, 3});
+        Batch bt = tiny_arith(3, 8, 10);
+        check_rows(fd_check_params(m, bt, 1e-5, 1e-8, 1e-6));
+        // y^ℓ of every position is (y − mean)/std · w + b of the last dual block's output, computed here from y
+        m.forward(bt);
+        const auto y = m.s.fetch_act("h." + std::to_string(c.ell - 1) + ".y.res3"), yl = m.s.fetch_act("yl");
+        const auto w = m.s.to_host(m.s.params, m.s.ptable.offset("yl_ln.w"), c.dy), b = m.s.to_host(m.s.params, m.s.ptable.offset("yl_ln.b"), c.dy);
+        double err = 0;
+        for (size_t row = 0; row < y.size() / c.dy; row++) {
+            double mu = 0, var = 0;
+            for (int i = 0; i < c.dy; i++) mu += y[row * c.dy + i] / c.dy;
+            for (int i = 0; i < c.dy; i++) var += (y[row * c.dy + i] - mu) * (y[row * c.dy + i] - mu) / c.dy;
+            for (int i = 0; i < c.dy; i++)
+                err = std::max(err, std::fabs((y[row * c.dy + i] - mu) / std::sqrt(var + 1e-5) * w[i] + b[i] - yl[row * c.dy + i]));
+        }
+        CHECK(err < 1e-12);
+        // the option is part of the architecture: saved in the config, absent when off (old checkpoints unchanged)
+        CHECK(CGTConfig::from_json(c.to_json()).ln_gen);
+        CHECK(!tiny_cfg(8).to_json().contains("ln_gen"));
+        CHECK(c.num_params() == tiny_cfg(8).num_params() + 2 * c.dy + (vae ? c.dy * c.dy + c.dy : 0));
     }
 }
 
@@ -672,7 +761,7 @@ void check_streaming(CGT<real>& m, const Batch& bt, double tol) {
     }
 }
 
-TEST_CASE("KV-cache streaming decode = parallel forward in every inference mode (§1.9, §7.11): fp64 and fp32, tanh and softmax, VAE") {
+TEST_CASE("KV-cache streaming decode = parallel forward in every inference mode (§1.9, §7.11): fp64 and fp32, tanh and softmax, VAE, --ln-gen") {
     const int T = 11;
     for (MixFn h : {MixFn::tanh, MixFn::softmax})
         for (bool vae : {false, true}) {
@@ -680,6 +769,7 @@ TEST_CASE("KV-cache streaming decode = parallel forward in every inference mode 
             CAPTURE(vae);
             CGTConfig c = tiny_cfg(T, h);
             c.L = 4; c.ell = 2; c.dx = 9; c.NHx = 3; c.dy = 5; c.NHy = 1; c.r = 2; c.M = 3; c.vae = vae;
+            c.ln_gen = h == MixFn::softmax;  // --ln-gen: the stream normalizes y^ℓ as the parallel pass does
             CGT<double> m(c, Device::cpu, 21);
             randomize(m, 22, 0.4);
             Batch bt = tiny_arith(3, T, 23);

@@ -557,18 +557,21 @@ TEST_CASE("cuda kernels: CGT ops (concat, gather, R_C, R_D, GP KL, reparameteriz
     const int B = 3, T = 11, Dy = 7;
     const Vec y = rnd((size_t)B * T * Dy, r);
     auto gy = up(y);
-    const double rc = icl::continuity_reg_forward(y.data(), B, T, Dy), rc_g = op::continuity_reg_forward(GPU, gy.ptr, B, T, Dy);
-    CHECK(std::fabs(rc_g - rc) <= 1e-5 * std::fabs(rc) + 1e-7);
-    const double rd = icl::decorrelation_reg_forward(y.data(), B, T, Dy), rd_g = op::decorrelation_reg_forward(GPU, gy.ptr, B, T, Dy);
-    CHECK(std::fabs(rd_g - rd) <= 1e-5 * std::fabs(rd) + 1e-7);
-    Vec dy1 = rnd(y.size(), r), dy2 = rnd(y.size(), r);
-    auto gdy1 = up(dy1), gdy2 = up(dy2);
-    icl::continuity_reg_backward(dy1.data(), y.data(), 0.7, B, T, Dy);
-    op::continuity_reg_backward(GPU, gdy1.ptr, gy.ptr, 0.7, B, T, Dy);
-    check_close("continuity_reg_backward", dy1, down(gdy1, dy1.size()));
-    icl::decorrelation_reg_backward(dy2.data(), y.data(), 0.4, B, T, Dy);
-    op::decorrelation_reg_backward(GPU, gdy2.ptr, gy.ptr, 0.4, B, T, Dy);
-    check_close("decorrelation_reg_backward", dy2, down(gdy2, dy2.size()));
+    for (double zp : {0.0, 2.0}) {  // uniform ζ and the quadratic profile
+        CAPTURE(zp);
+        const double rc = icl::continuity_reg_forward(y.data(), B, T, Dy, zp), rc_g = op::continuity_reg_forward(GPU, gy.ptr, B, T, Dy, zp);
+        CHECK(std::fabs(rc_g - rc) <= 1e-5 * std::fabs(rc) + 1e-7);
+        const double rd = icl::decorrelation_reg_forward(y.data(), B, T, Dy, zp), rd_g = op::decorrelation_reg_forward(GPU, gy.ptr, B, T, Dy, zp);
+        CHECK(std::fabs(rd_g - rd) <= 1e-5 * std::fabs(rd) + 1e-7);
+        Vec dy1 = rnd(y.size(), r), dy2 = rnd(y.size(), r);
+        auto gdy1 = up(dy1), gdy2 = up(dy2);
+        icl::continuity_reg_backward(dy1.data(), y.data(), 0.7, B, T, Dy, zp);
+        op::continuity_reg_backward(GPU, gdy1.ptr, gy.ptr, 0.7, B, T, Dy, zp);
+        check_close("continuity_reg_backward", dy1, down(gdy1, dy1.size()));
+        icl::decorrelation_reg_backward(dy2.data(), y.data(), 0.4, B, T, Dy, zp);
+        op::decorrelation_reg_backward(GPU, gdy2.ptr, gy.ptr, 0.4, B, T, Dy, zp);
+        check_close("decorrelation_reg_backward", dy2, down(gdy2, dy2.size()));
+    }
     // GP KL with 𝒦⁻¹ on the device
     std::vector<double> Kinv;
     const double logdet = gp_kernel_inverse(T, 0.03, 0.1 * T, Kinv);
@@ -591,9 +594,9 @@ TEST_CASE("cuda kernels: CGT ops (concat, gather, R_C, R_D, GP KL, reparameteriz
     auto gyr = poisoned(yr.size());
     op::reparam_forward(GPU, gyr.ptr, gmu.ptr, glv.ptr, geps.ptr, (int64_t)yr.size());
     check_close("reparam_forward", yr, down(gyr, yr.size()));
-    Vec dmu2 = rnd(mu.size(), r), dlv2 = rnd(lv.size(), r);
-    auto gdmu2 = up(dmu2), gdlv2 = up(dlv2), gdyr = up(dy1);
-    icl::reparam_backward(dmu2.data(), dlv2.data(), dy1.data(), lv.data(), eps.data(), (int64_t)yr.size());
+    Vec dmu2 = rnd(mu.size(), r), dlv2 = rnd(lv.size(), r), dyr = rnd(y.size(), r);
+    auto gdmu2 = up(dmu2), gdlv2 = up(dlv2), gdyr = up(dyr);
+    icl::reparam_backward(dmu2.data(), dlv2.data(), dyr.data(), lv.data(), eps.data(), (int64_t)yr.size());
     op::reparam_backward(GPU, gdmu2.ptr, gdlv2.ptr, gdyr.ptr, glv.ptr, geps.ptr, (int64_t)yr.size());
     check_close("reparam_backward dmu", dmu2, down(gdmu2, dmu2.size()));
     check_close("reparam_backward dlogv", dlv2, down(gdlv2, dlv2.size()));

@@ -3,9 +3,11 @@
 //   concat_forward          out = [a | b] along the last axis (the y heads and y MLP read [x, y])
 //   gather_rows_forward     out[n] = src[idx[n]]      (aux pass: ỹ_b = y^ℓ[b, s_b−1] broadcast over the remainder;
 //                                                      backward is the scatter-add of dỹ into dy^ℓ, spec §2.2)
-//   continuity_reg_*        R_C = (1/(B·Σζ)) Σ_b Σ_{s≥1} ζ_s ‖n_{b,s} − n_{b,s−1}‖²            (spec §3.5)
-//   decorrelation_reg_*     R_D = (1/(B(B−1)·Σζ)) Σ_s ζ_s Σ_{α≠β} (n_s^α · n_s^β)²            (spec §3.5)
-//                           with n = y / (‖y‖ + 1e-6) per (b,s); ζ ≡ 1 (uniform weighting).
+//   continuity_reg_*        R_C = (1/(B·Σ_{s≥1}ζ_s)) Σ_b Σ_{s≥1} ζ_s ‖n_{b,s} − n_{b,s−1}‖²    (spec §3.5)
+//   decorrelation_reg_*     R_D = (1/(B(B−1)·Σ_s ζ_s)) Σ_s ζ_s Σ_{α≠β} (n_s^α · n_s^β)²        (spec §3.5)
+//                           with n = y / (‖y‖ + 1e-6) per (b,s) and ζ_s = (s+1)^p (0-based s; p = 0: the
+//                           paper's uniform weighting; p = 2: the quadratic profile "motivated by equation 1",
+//                           counted from the start of the sequence; ζ_D = ζ_C, spec §3.5).
 //   gp_kl_*                 VAE KL(N(μ, diag v) ‖ N(0, 𝒦)) per component, summed over (i,s), / T, batch mean
 //   gp_kernel_inverse       𝒦 = ν_K·I + (1−ν_K)·exp(−(s−t)²/(2λ²)), its inverse and log-determinant (host, fp64)
 //
@@ -92,29 +94,41 @@ void normalize_rows_backward(real* dy, const real* dn, const real* y, const real
 }
 }  // namespace cgt_detail
 
-// R_C over y (B,T,D) (uniform ζ). 0 when T < 2.
+// ζ_s = (s+1)^p of the regularizers (s 0-based); exactly 1 for p = 0. Σ_{s=lo}^{T−1} ζ_s.
+inline double reg_zeta(int s, double p) { return p == 0 ? 1.0 : std::pow(s + 1.0, p); }
+inline double reg_zeta_sum(int lo, int T, double p) {
+    double z = 0;
+    for (int s = lo; s < T; s++) z += reg_zeta(s, p);
+    return z;
+}
+
+// R_C over y (B,T,D) with ζ_s = (s+1)^zp. 0 when T < 2.
 template <typename real>
-double continuity_reg_forward(const real* y, int B, int T, int D) {
+double continuity_reg_forward(const real* y, int B, int T, int D, double zp = 0) {
     if (T < 2 || B < 1) return 0.0;
     std::vector<real> n, rho;
     cgt_detail::normalize_rows(n, rho, y, B * T, D);
     double sum = 0;
     for (int b = 0; b < B; b++)
-        for (int s = 1; s < T; s++)
+        for (int s = 1; s < T; s++) {
+            const double z = reg_zeta(s, zp);
             for (int c = 0; c < D; c++) {
                 const double d = (double)n[((size_t)b * T + s) * D + c] - n[((size_t)b * T + s - 1) * D + c];
-                sum += d * d;
+                sum += z * (d * d);
             }
-    return sum / ((double)B * (T - 1));
+        }
+    return sum / ((double)B * reg_zeta_sum(1, T, zp));
 }
 // Backward of continuity_reg_forward, scaled by w: ACCUMULATES into dy (B,T,D).
 template <typename real>
-void continuity_reg_backward(real* dy, const real* y, double w, int B, int T, int D) {
+void continuity_reg_backward(real* dy, const real* y, double w, int B, int T, int D, double zp = 0) {
     if (T < 2 || B < 1) return;
     std::vector<real> n, rho, dn((size_t)B * T * D, real(0));
     cgt_detail::normalize_rows(n, rho, y, B * T, D);
-    const real k = (real)(2.0 * w / ((double)B * (T - 1)));
-    // sum += (n_s − n_{s−1})²   =>   dn_s += k(n_s − n_{s−1}),  dn_{s−1} −= k(n_s − n_{s−1}).
+    const double c2 = 2.0 * w / ((double)B * reg_zeta_sum(1, T, zp));
+    std::vector<real> k(T, real(0));  // k_s = 2w·ζ_s / (B Σζ), s ≥ 1
+    for (int s = 1; s < T; s++) k[s] = (real)(c2 * reg_zeta(s, zp));
+    // sum += ζ_s (n_s − n_{s−1})²   =>   dn_s += k_s(n_s − n_{s−1}),  dn_{s−1} −= k_s(n_s − n_{s−1}).
     // Written as one gather per element, dn_s = k(n_s − n_{s−1}) − k(n_{s+1} − n_s), with no read-after-write
     // between iterations: the scatter form (dn[i1] += g; dn[i0] −= g) was miscompiled by g++ 12 at -O3 with
     // AVX-512 (the fp64 finite-difference test caught it).
@@ -123,16 +137,16 @@ void continuity_reg_backward(real* dy, const real* y, double w, int B, int T, in
             for (int c = 0; c < D; c++) {
                 const size_t i = ((size_t)b * T + s) * D + c;
                 real g = 0;
-                if (s >= 1) g += k * (n[i] - n[i - D]);
-                if (s + 1 < T) g -= k * (n[i + D] - n[i]);
+                if (s >= 1) g += k[s] * (n[i] - n[i - D]);
+                if (s + 1 < T) g -= k[s + 1] * (n[i + D] - n[i]);
                 dn[i] = g;
             }
     cgt_detail::normalize_rows_backward(dy, dn.data(), y, rho.data(), B * T, D);
 }
 
-// R_D over y (B,T,D) (uniform ζ). 0 when B < 2.
+// R_D over y (B,T,D) with ζ_s = (s+1)^zp. 0 when B < 2.
 template <typename real>
-double decorrelation_reg_forward(const real* y, int B, int T, int D) {
+double decorrelation_reg_forward(const real* y, int B, int T, int D, double zp = 0) {
     if (B < 2) return 0.0;
     std::vector<real> n, rho, gram((size_t)B * B);
     cgt_detail::normalize_rows(n, rho, y, B * T, D);
@@ -141,24 +155,26 @@ double decorrelation_reg_forward(const real* y, int B, int T, int D) {
         // gram = N_s N_sᵀ, N_s (B,D) = rows n[b, s, :] (row stride T·D)
         gemm<real>(false, true, B, B, D, real(1), n.data() + (size_t)s * D, T * D, n.data() + (size_t)s * D, T * D, real(0),
                    gram.data(), B);
+        const double z = reg_zeta(s, zp);
         for (int a = 0; a < B; a++)
             for (int b = 0; b < B; b++)
-                if (a != b) sum += (double)gram[(size_t)a * B + b] * gram[(size_t)a * B + b];
+                if (a != b) sum += z * ((double)gram[(size_t)a * B + b] * gram[(size_t)a * B + b]);
     }
-    return sum / ((double)B * (B - 1) * T);
+    return sum / ((double)B * (B - 1) * reg_zeta_sum(0, T, zp));
 }
-// Backward, scaled by w: dN_s = 4·E_s N_s / (B(B−1)T), E_s = N_s N_sᵀ with a zero diagonal. ACCUMULATES into dy.
+// Backward, scaled by w: dN_s = 4ζ_s·E_s N_s / (B(B−1)Σζ), E_s = N_s N_sᵀ with a zero diagonal. ACCUMULATES into dy.
 template <typename real>
-void decorrelation_reg_backward(real* dy, const real* y, double w, int B, int T, int D) {
+void decorrelation_reg_backward(real* dy, const real* y, double w, int B, int T, int D, double zp = 0) {
     if (B < 2) return;
     std::vector<real> n, rho, gram((size_t)B * B), dn((size_t)B * T * D, real(0));
     cgt_detail::normalize_rows(n, rho, y, B * T, D);
-    const real k = (real)(4.0 * w / ((double)B * (B - 1) * T));
+    const double c4 = 4.0 * w / ((double)B * (B - 1) * reg_zeta_sum(0, T, zp));
     for (int s = 0; s < T; s++) {
+        const real k = (real)(c4 * reg_zeta(s, zp));
         gemm<real>(false, true, B, B, D, real(1), n.data() + (size_t)s * D, T * D, n.data() + (size_t)s * D, T * D, real(0),
                    gram.data(), B);
         for (int a = 0; a < B; a++) gram[(size_t)a * B + a] = 0;
-        // sum += Σ_{α≠β} (n_α·n_β)²   =>   dN_s = 4·E_s N_s
+        // sum += ζ_s Σ_{α≠β} (n_α·n_β)²   =>   dN_s = 4ζ_s·E_s N_s
         gemm<real>(false, false, B, D, B, k, gram.data(), B, n.data() + (size_t)s * D, T * D, real(1), dn.data() + (size_t)s * D,
                    T * D);
     }

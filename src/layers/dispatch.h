@@ -264,28 +264,28 @@ void gather_rows_backward(Device dev, real* dsrc, const real* dout, const int* i
     icl::gather_rows_backward(dsrc, dout, idx, N, D);
 }
 template <typename real>
-double continuity_reg_forward(Device dev, const real* y, int B, int T, int D) {
+double continuity_reg_forward(Device dev, const real* y, int B, int T, int D, double zp) {
     OpTimer timer_("cgt reg fwd", dev);
-    ON_GPU_RET(continuity_reg_forward(y, B, T, D));
-    return icl::continuity_reg_forward(y, B, T, D);
+    ON_GPU_RET(continuity_reg_forward(y, B, T, D, zp));
+    return icl::continuity_reg_forward(y, B, T, D, zp);
 }
 template <typename real>
-void continuity_reg_backward(Device dev, real* dy, const real* y, double w, int B, int T, int D) {
+void continuity_reg_backward(Device dev, real* dy, const real* y, double w, int B, int T, int D, double zp) {
     OpTimer timer_("cgt reg bwd", dev);
-    ON_GPU(continuity_reg_backward(dy, y, w, B, T, D));
-    icl::continuity_reg_backward(dy, y, w, B, T, D);
+    ON_GPU(continuity_reg_backward(dy, y, w, B, T, D, zp));
+    icl::continuity_reg_backward(dy, y, w, B, T, D, zp);
 }
 template <typename real>
-double decorrelation_reg_forward(Device dev, const real* y, int B, int T, int D) {
+double decorrelation_reg_forward(Device dev, const real* y, int B, int T, int D, double zp) {
     OpTimer timer_("cgt reg fwd", dev);
-    ON_GPU_RET(decorrelation_reg_forward(y, B, T, D));
-    return icl::decorrelation_reg_forward(y, B, T, D);
+    ON_GPU_RET(decorrelation_reg_forward(y, B, T, D, zp));
+    return icl::decorrelation_reg_forward(y, B, T, D, zp);
 }
 template <typename real>
-void decorrelation_reg_backward(Device dev, real* dy, const real* y, double w, int B, int T, int D) {
+void decorrelation_reg_backward(Device dev, real* dy, const real* y, double w, int B, int T, int D, double zp) {
     OpTimer timer_("cgt reg bwd", dev);
-    ON_GPU(decorrelation_reg_backward(dy, y, w, B, T, D));
-    icl::decorrelation_reg_backward(dy, y, w, B, T, D);
+    ON_GPU(decorrelation_reg_backward(dy, y, w, B, T, D, zp));
+    icl::decorrelation_reg_backward(dy, y, w, B, T, D, zp);
 }
 template <typename real>
 double gp_kl_forward(Device dev, const real* mu, const real* logv, const real* Kinv, double logdetK, int B, int T, int D) {

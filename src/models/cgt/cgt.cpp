@@ -31,6 +31,7 @@ nlohmann::json CGTConfig::to_json() const {
     nlohmann::json j = {{"L", L}, {"ell", ell}, {"dx", dx}, {"dy", dy}, {"NHx", NHx}, {"NHy", NHy}, {"r", r}, {"M", M},
                         {"h", h == MixFn::tanh ? "tanh" : "softmax"}, {"V", V}, {"maxT", maxT}, {"d_in", d_in}, {"d_out", d_out}, {"vae", vae}};
     if (attn_mods_configured(mod)) j["attn_mod"] = attn_mods_to_json(mod);  // only then: plain configs keep their exact JSON
+    if (ln_gen) j["ln_gen"] = true;                                        // likewise
     return j;
 }
 
@@ -47,6 +48,10 @@ CGTConfig CGTConfig::from_json(const nlohmann::json& j) {
     if (!j.contains("vae") || !j["vae"].is_boolean()) fail("CGT config: missing 'vae'");
     c.vae = j["vae"].get<bool>();
     if (j.contains("attn_mod")) c.mod = attn_mods_from_json(j["attn_mod"]);
+    if (j.contains("ln_gen")) {
+        if (!j["ln_gen"].is_boolean()) fail("CGT config: 'ln_gen' must be true or false");
+        c.ln_gen = j["ln_gen"].get<bool>();
+    }
     validate_file_config(c, "CGT");
     return c;
 }
@@ -77,12 +82,14 @@ void add_cgt_flags(Cli& cli, const CGTFlagDefaults& d) {
     cli.flag("--templates", d.templates, "generator templates per operator M");
     cli.flag("--mix", "tanh", "generator mixing h: tanh | softmax");
     cli.flag_switch("--vae", "VAE variant: log-variance head, sampled y, KL against the GP prior");
+    cli.flag_switch("--ln-gen", "a layer norm (own gain and bias) on y^ℓ before the generators, the regularizers and the VAE head read it (spec §1.4's option; default: the raw residual)");
     cli.flag("--eta", d.eta, "η: weight of the main CE (1−η on the aux loss; 1 = no aux)");
     cli.flag("--horizon", d.horizon, "aux horizon Δ (0 = whole remainder)");
     cli.flag("--wc", d.wc, "w_C: continuity regularizer weight");
     cli.renamed("--wC", "--wc");
     cli.flag("--wd", d.wd, "w_D: decorrelation regularizer weight");
     cli.renamed("--wD", "--wd");
+    cli.flag("--zeta-power", "0", "p of the regularizers' position weights ζ_s = s^p (s = 1, 2, … from the sequence start; 0 = uniform, as in the paper; 2 = quadratic, spec §3.5)");
     cli.flag("--beta", d.beta, "VAE KL weight β");
     cli.flag("--nu-K", "0.03", "GP prior: ν_K (𝒦 = ν_K·I + (1−ν_K)·RBF)");
     cli.flag("--lambda", "0.1", "GP prior: RBF length λ as a fraction of the sequence length");
@@ -101,6 +108,7 @@ CGTConfig cgt_config_from_cli(const Cli& cli, CGTConfig c) {
     c.M = (int)cli.get_int("--templates", 1, 4096);
     c.h = cli.get_choice("--mix", {"tanh", "softmax"}) == "tanh" ? MixFn::tanh : MixFn::softmax;
     c.vae = cli.get_bool("--vae");
+    c.ln_gen = cli.get_bool("--ln-gen");
     return c;
 }
 
@@ -110,6 +118,7 @@ CGTLoss cgt_loss_from_cli(const Cli& cli, const CGTConfig& cfg) {
     ls.horizon = (int)cli.get_int("--horizon", 0, 1 << 20);
     ls.wC = cli.get_double("--wc", 0, 1e6);
     ls.wD = cli.get_double("--wd", 0, 1e6);
+    ls.zeta_power = cli.get_double("--zeta-power", 0, 8);
     ls.beta = cfg.vae ? cli.get_double("--beta", 0, 1e6) : 0.0;
     ls.nu_K = cli.get_double("--nu-K", 1e-6, 1);
     ls.lambda = cli.get_double("--lambda", 1e-6, 1e3);
@@ -118,7 +127,7 @@ CGTLoss cgt_loss_from_cli(const Cli& cli, const CGTConfig& cfg) {
 
 std::initializer_list<const char*> cgt_arch_flag_names() {
     static const std::initializer_list<const char*> names = {"--layers", "--ell", "--width", "--dy", "--heads", "--heads-y", "--rank",
-                                                             "--templates", "--mix", "--vae", "--max-T"};
+                                                             "--templates", "--mix", "--vae", "--ln-gen", "--max-T"};
     return names;
 }
 
@@ -155,6 +164,10 @@ TensorTable cgt_parameters(const CGTConfig& c) {
             Z(h + "L", {dx, Mr}, "generator left templates [L^1|…|L^M] (d_x, M·r); 0 at init: T = identity");
             W(h + "R", {dx + 1, Mr}, s, "generator right templates [R^1|…|R^M] (d_x+1, M·r); last row = bias");
         }
+    if (c.has_y() && c.ln_gen) {
+        O("yl_ln.w", {dy}, "layer-norm gain of y^ℓ = LN(y) (--ln-gen)");
+        Z("yl_ln.b", {dy}, "layer-norm bias of y^ℓ (--ln-gen)");
+    }
     if (c.vae) {
         W("vae.logv.w", {dy, dy}, s, "VAE log-variance head (d_y,d_y)");
         Z("vae.logv.b", {dy}, "VAE log-variance bias");
@@ -247,7 +260,11 @@ void CGT<real>::layout(int B_, int T_, int Ta_) {
             block_activations(t, h, Bl, Tl, cfg.x_block(b));
             if (ystream && b < cfg.ell) block_activations(t, h + "y.", Bl, Tl, cfg.y_block());
             if (ystream && b == cfg.ell - 1) {
-                t.add(pre + "yl", {Bl, Tl, dy}, "y^ℓ: the context summary (y after block ℓ; VAE: μ)", true);
+                t.add(pre + "yl", {Bl, Tl, dy}, "y^ℓ: the context summary (y after block ℓ, or LN(y) with --ln-gen; VAE: μ)", true);
+                if (cfg.ln_gen) {
+                    t.add(pre + "yl.mean", {Bl, Tl}, "--ln-gen: mean of y per position", false);
+                    t.add(pre + "yl.rstd", {Bl, Tl}, "--ln-gen: 1/std of y per position", false);
+                }
                 if (cfg.vae) {
                     t.add(pre + "vae.logv", {Bl, Tl, dy}, "VAE log-variance of y^ℓ", true);
                     t.add(pre + "vae.eps", {Bl, Tl, dy}, "VAE noise ε (0 in eval)", false);
@@ -306,9 +323,12 @@ real* CGT<real>::x_pass_forward(const std::string& pre, int Bp, int Tp, const in
             // y = y + Attn_y([LN1x(x), LN1y(y)]) ;  y = y + MLP_y([LN2x(x), LN2y(y)])   (x never reads y)
             y = block_forward(s, h + "y.", ph + "y.", y, y_block_run(h, Bp, Tp));
             if (b == cfg.ell - 1) {
-                // y^ℓ = y (copy, so it has its own name in dumps);  VAE: y_used = μ + e^{½ logv} ε
+                // y^ℓ = y (copy, so it has its own name in dumps), or LN(y) with --ln-gen;  VAE: y_used = μ + e^{½ logv} ε
                 real* yl = s.act(pre + "yl");
-                device_copy(dev, yl, y, (size_t)N * dy * sizeof(real), Copy::device_to_device);
+                if (cfg.ln_gen)
+                    op::layernorm_forward(dev, yl, s.act(pre + "yl.mean"), s.act(pre + "yl.rstd"), y, s.param("yl_ln.w"), s.param("yl_ln.b"), N, dy);
+                else
+                    device_copy(dev, yl, y, (size_t)N * dy * sizeof(real), Copy::device_to_device);
                 ygen = yl;
                 if (cfg.vae) {
                     op::matmul_forward(dev, s.act(pre + "vae.logv"), yl, s.param("vae.logv.w"), s.param("vae.logv.b"), N, dy, dy);
@@ -355,10 +375,13 @@ void CGT<real>::x_pass_backward(const std::string& pre, int Bp, int Tp, const in
                     if (loss.beta > 0) op::gp_kl_backward(dev, dyl, dlv, yl, lv, d_kinv_.ptr, loss.beta, Bp, Tp, dy);
                     op::matmul_backward(dev, dyl, s.grad("vae.logv.w"), s.grad("vae.logv.b"), dlv, yl, s.param("vae.logv.w"), N, dy, dy);
                 }
-                if (loss.wC > 0) op::continuity_reg_backward(dev, dyl, yl, loss.wC, Bp, Tp, dy);
-                if (loss.wD > 0) op::decorrelation_reg_backward(dev, dyl, yl, loss.wD, Bp, Tp, dy);
-                // yl = y.res3 (copy)
-                op::residual_backward(dev, s.dact(h + "y.res3"), (real*)nullptr, dyl, (int64_t)N * dy);
+                if (loss.wC > 0) op::continuity_reg_backward(dev, dyl, yl, loss.wC, Bp, Tp, dy, loss.zeta_power);
+                if (loss.wD > 0) op::decorrelation_reg_backward(dev, dyl, yl, loss.wD, Bp, Tp, dy, loss.zeta_power);
+                if (cfg.ln_gen)  // yl = LN(y.res3)
+                    op::layernorm_backward(dev, s.dact(h + "y.res3"), s.grad("yl_ln.w"), s.grad("yl_ln.b"), dyl, s.act(h + "y.res3"),
+                                           s.param("yl_ln.w"), s.act(pre + "yl.mean"), s.act(pre + "yl.rstd"), N, dy);
+                else  // yl = y.res3 (copy)
+                    op::residual_backward(dev, s.dact(h + "y.res3"), (real*)nullptr, dyl, (int64_t)N * dy);
             }
             // y = y + Attn_y([LN1x(x), LN1y(y)]) ;  y = y + MLP_y([LN2x(x), LN2y(y)])
             block_backward(s, h + "y.", ph + "y.", s.act(yin), s.dact(yin), y_block_run(h, Bp, Tp));
@@ -457,8 +480,8 @@ double CGT<real>::forward(const Batch& bt) {
     }
     if (cfg.has_y()) {
         const real* yl = s.act("yl");
-        if (loss.wC > 0) total += loss.wC * (last_rc = op::continuity_reg_forward(dev, yl, B, T, cfg.dy));
-        if (loss.wD > 0) total += loss.wD * (last_rd = op::decorrelation_reg_forward(dev, yl, B, T, cfg.dy));
+        if (loss.wC > 0) total += loss.wC * (last_rc = op::continuity_reg_forward(dev, yl, B, T, cfg.dy, loss.zeta_power));
+        if (loss.wD > 0) total += loss.wD * (last_rd = op::decorrelation_reg_forward(dev, yl, B, T, cfg.dy, loss.zeta_power));
         if (cfg.vae && loss.beta > 0)
             total += loss.beta * (last_kl = op::gp_kl_forward(dev, yl, s.act("vae.logv"), d_kinv_.ptr, logdetK_, B, T, cfg.dy));
     }

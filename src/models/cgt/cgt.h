@@ -47,6 +47,7 @@ struct CGTConfig {
     int V = 16, maxT = 256;     // vocabulary, positions
     int d_in = 0, d_out = 0;    // vector tasks (linear regression): input width, MSE head width
     bool vae = false;           // log-variance head + reparameterized y (spec §3.2)
+    bool ln_gen = false;        // y^ℓ = LN(y) (own gain and bias) instead of the raw residual (spec §1.4's option flag)
     AttnMods mod;               // attention modifications of the x stream's blocks (--attn-mod, spec/duallens.md §4);
                                 // the y stream's attention stays plain
 
@@ -68,13 +69,14 @@ struct CGTLoss {
     double eta = 1.0;     // weight of the main CE; 1−η on the aux loss
     int horizon = 0;      // Δ; 0 = the whole remainder
     double wC = 0, wD = 0;  // R_C, R_D weights
+    double zeta_power = 0;  // ζ_s = (s+1)^p in R_C and R_D (0 = uniform, the paper's setting; 2 = quadratic)
     double beta = 0;      // VAE KL weight
     double nu_K = 0.03, lambda = 0.1;  // GP prior: 𝒦 = ν_K·I + (1−ν_K)·RBF(λ·T tokens)
 };
 
 // The CGT's flags, spelled the same in every binary (train_cgt, gradcheck, bench): the x stream's GPT flags
 // (--layers --width --heads and the attention modifications, models/gpt.h), then --ell --dy --heads-y --rank
-// --templates --mix --vae and the loss: --eta --horizon --wc --wd --beta --nu-K --lambda. The old spellings
+// --templates --mix --vae and the loss: --eta --horizon --wc --wd --zeta-power --beta --nu-K --lambda. The old spellings
 // (--dx, --wC, --wD) are refused with a line naming the new one.
 struct CGTFlagDefaults {
     std::string layers = "4", ell = "3", width = "64", dy = "32", heads = "4", heads_y = "2", rank = "4", templates = "8";
@@ -230,6 +232,7 @@ private:
     std::vector<Site> xs1_, xs2_;                           // per x block: its LN1/LN2 sites (the y stream reads them)
     Site ys1_, ys2_;
     std::vector<real> x_, y_, yuse_, lnf_, mean_, rstd_, out_, qkv_, atty_, att_, proj_, fch_, fchg_;
+    std::vector<real> yl_, yl_stat_;  // y^ℓ of this token (--ln-gen: LN(y)) and its mean, rstd
     std::vector<double> ema_;
 };
 

@@ -148,14 +148,20 @@ const real* CGTStream<real>::run(const int* token, const real* v, int pos) {
             block_step(ph + "y.", c.y_block(), y_.data(), ycache_[b].data(), ny_, nullptr, xs1_[b].ln.data(), xs2_[b].ln.data(), ys1_,
                        ys2_);
             if (b == c.ell - 1) {
-                // y^ℓ; eval VAE: y_used = μ = y^ℓ.  EMA: u_t = (1−γ) u_{t−1} + γ y^ℓ_t (in double, as ema_outputs)
+                // y^ℓ = y, or LN(y) with --ln-gen; eval VAE: y_used = μ = y^ℓ.
+                // EMA: u_t = (1−γ) u_{t−1} + γ y^ℓ_t (in double, as ema_outputs)
+                yl_.assign(y_.begin(), y_.begin() + c.dy);
+                if (c.ln_gen) {
+                    yl_stat_.resize(2);
+                    op::layernorm_forward(dev, yl_.data(), &yl_stat_[0], &yl_stat_[1], y_.data(), s.param("yl_ln.w"), s.param("yl_ln.b"), 1, c.dy);
+                }
                 if (src_ == YSource::ema) {
                     for (int i = 0; i < c.dy; i++) {
-                        ema_[i] = (1 - gamma_) * ema_[i] + gamma_ * (double)y_[i];
+                        ema_[i] = (1 - gamma_) * ema_[i] + gamma_ * (double)yl_[i];
                         yuse_[i] = (real)ema_[i];
                     }
                 } else {
-                    std::copy_n(y_.data(), c.dy, yuse_.data());
+                    std::copy_n(yl_.data(), c.dy, yuse_.data());
                 }
             }
         }
