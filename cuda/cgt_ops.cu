@@ -5,6 +5,7 @@
 //   gather_rows      out[n] = src[idx[n]]           backward: the scatter-add dsrc[idx[n]] += dout[n]
 //   continuity_reg   R_C = (1/(B·Σ_{s≥1}ζ_s)) Σ_b Σ_{s≥1} ζ_s ‖n_{b,s} − n_{b,s−1}‖²   n = y / (‖y‖ + 1e-6) per row
 //   decorrelation    R_D = (1/(B(B−1)·Σ_s ζ_s)) Σ_s ζ_s Σ_{α≠β} (n_s^α · n_s^β)²       ζ_s = (s+1)^zp (1 for zp = 0)
+//   prior_reg        R_P = ‖μ‖²/N + ‖ΔᵀΔ/B − 𝒦⊗I‖²_F / N²   μ = batch mean of y (B, N = T·D), Δ = y − μ
 //   gp_kl            VAE KL(N(μ, diag e^logv) ‖ N(0, 𝒦)) per component, / T, batch mean   (𝒦⁻¹ on the device)
 //   reparam          y = μ + exp(½ logv) ⊙ ε
 //
@@ -239,6 +240,73 @@ void decorrelation_reg_backward(float* dy, const float* y, double w, int B, int 
     launchCheck("decorrelation_dn_kernel");
     normalize_rows_backward_kernel<<<blocks(N, 8), 8 * WARP>>>(dy, dn, y, rho, N, D);
     launchCheck("normalize_rows_backward_kernel");
+}
+
+// ---- R_P: distribution matching with batch statistics (App. A.2) ----------------------------------------------
+
+// μ (N) = Σ_α y_α / B (in order, in double), Δ (B,N) = y − μ          one thread per n
+__global__ void prior_center_kernel(float* delta, float* mu, const float* y, int B, int N) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    double m = 0.0;
+    for (int a = 0; a < B; a++) m += (double)y[(size_t)a * N + n];
+    m /= B;
+    mu[n] = (float)m;
+    for (int a = 0; a < B; a++) delta[(size_t)a * N + n] = (float)((double)y[(size_t)a * N + n] - m);
+}
+
+// E (N,N) −= G:  E[(s,i),(t,i)] −= 𝒦[s,t]                            one thread per (s, t, i)
+__global__ void prior_sub_kernel(float* E, const float* K, int T, int D) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)T * T * D) return;
+    const int c = (int)(i % D), t = (int)((i / D) % T), s = (int)(i / ((int64_t)T * D));
+    const int64_t N = (int64_t)T * D;
+    E[((int64_t)s * D + c) * N + (int64_t)t * D + c] -= K[(size_t)s * T + t];
+}
+
+struct SquareTerm {  // term i: v[i]² in double
+    const float* v;
+    __device__ double operator()(int64_t i) const { return (double)v[i] * (double)v[i]; }
+};
+
+// Δ, μ and E = ΔᵀΔ/B − G in scratch (cgt_a, cgt_b, cgt_c)
+static void prior_stats(const float* y, const float* K, int B, int T, int D, float** delta, float** mu, float** E) {
+    const int N = T * D;
+    *delta = scratch_as<float>(Scratch::cgt_a, (size_t)B * N);
+    *mu = scratch_as<float>(Scratch::cgt_b, (size_t)N);
+    *E = scratch_as<float>(Scratch::cgt_c, (size_t)N * N);
+    prior_center_kernel<<<blocks(N, 128), 128>>>(*delta, *mu, y, B, N);
+    launchCheck("prior_center_kernel");
+    gemm(true, false, N, N, B, 1.0f / (float)B, *delta, N, *delta, N, 0.0f, *E, N);
+    prior_sub_kernel<<<blocks((int64_t)T * T * D, 256), 256>>>(*E, K, T, D);
+    launchCheck("prior_sub_kernel");
+}
+
+double prior_reg_forward(const float* y, const float* K, int B, int T, int D) {
+    if (B < 1 || T < 1) return 0.0;
+    float *delta, *mu, *E;
+    prior_stats(y, K, B, T, D, &delta, &mu, &E);
+    const double N = (double)T * D;
+    const double mu2 = reduce_sum(SquareTerm{mu}, (int64_t)N), e2 = reduce_sum(SquareTerm{E}, (int64_t)N * (int64_t)N);
+    return mu2 / N + e2 / (N * N);
+}
+
+// dy_α += c·μ  (the ‖μ‖²/N term: c = 2w/(B N))                       one thread per element
+__global__ void prior_mean_grad_kernel(float* dy, const float* mu, float c, int B, int N) {
+    const int64_t total = (int64_t)B * N;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+        dy[i] += c * mu[i % N];
+}
+
+// dy_α += 4w/(B N²)·Δ_α (C − G) + 2w μ/(B N)   (Σ_α Δ_α = 0: the centering adds nothing)
+void prior_reg_backward(float* dy, const float* y, const float* K, double w, int B, int T, int D) {
+    if (B < 1 || T < 1) return;
+    const int N = T * D;
+    float *delta, *mu, *E;
+    prior_stats(y, K, B, T, D, &delta, &mu, &E);
+    gemm(false, false, B, N, N, (float)(4.0 * w / ((double)B * N * N)), delta, N, E, N, 1.0f, dy, N);
+    prior_mean_grad_kernel<<<grid_for((int64_t)B * N), 256>>>(dy, mu, (float)(2.0 * w / ((double)B * N)), B, N);
+    launchCheck("prior_mean_grad_kernel");
 }
 
 // ---- VAE: GP-prior KL and reparameterization -----------------------------------------------------------------

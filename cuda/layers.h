@@ -95,6 +95,8 @@ double continuity_reg_forward(const float* y, int B, int T, int D, double zp);  
 void continuity_reg_backward(float* dy, const float* y, double w, int B, int T, int D, double zp);
 double decorrelation_reg_forward(const float* y, int B, int T, int D, double zp);
 void decorrelation_reg_backward(float* dy, const float* y, double w, int B, int T, int D, double zp);
+double prior_reg_forward(const float* y, const float* K, int B, int T, int D);  // 𝒦 (T,T) on the device
+void prior_reg_backward(float* dy, const float* y, const float* K, double w, int B, int T, int D);
 double gp_kl_forward(const float* mu, const float* logv, const float* Kinv, double logdetK, int B, int T, int D);
 void gp_kl_backward(float* dmu, float* dlogv, const float* mu, const float* logv, const float* Kinv, double w, int B, int T, int D);
 void reparam_forward(float* y, const float* mu, const float* logv, const float* eps, int64_t n);

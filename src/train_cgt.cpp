@@ -115,6 +115,7 @@ int run(int argc, char** argv) {
     if (!architecture_checkpoint(cli).empty()) cfg = checkpoint_config<CGTConfig>(cli, task, "cgt", cgt_arch_flag_names());
     cfg.validate();
     const CGTLoss ls = cgt_loss_from_cli(cli, cfg);
+    if (cfg.has_y()) check_prior_reg_size(ls, T, cfg.dy);
     if (ls.eta < 1 && (ls.horizon > 0 ? T - ls.horizon < 2 : T < 3))
         fail_usage(strfmt("--horizon: %d leaves no aux start position in a sequence of %d inputs", ls.horizon, T));
     const bool fold = cli.get_bool("--fold");

@@ -273,6 +273,60 @@ TEST_CASE("R_C, R_D, VAE KL, reparameterization: fp64 finite differences") {
     }
 }
 
+TEST_CASE("R_P (spec §3.3, App. A.2): the formula written out over (s,t,i,j); fp64 finite differences; B = 1 and a matched batch") {
+    const int B = 5, T = 4, D = 3, N = T * D;
+    std::vector<double> Kinv, K;
+    gp_kernel_inverse(T, 0.1, 1.5, Kinv, &K);
+    auto y = randn((size_t)B * N, 51);
+    // R_P = (1/N) Σ_s ‖μ_s‖² + (1/N²) Σ_{s,t,i,j} (⟨Δy_{s,i} Δy_{t,j}⟩_α − 𝒦_{|s−t|} δ_ij)²
+    auto Y = [&](int a, int s, int i) { return y[((size_t)a * T + s) * D + i]; };
+    auto mu = [&](int s, int i) { double m = 0; for (int a = 0; a < B; a++) m += Y(a, s, i); return m / B; };
+    double r = 0;
+    for (int s = 0; s < T; s++)
+        for (int i = 0; i < D; i++) r += mu(s, i) * mu(s, i) / N;
+    for (int s = 0; s < T; s++)
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < D; i++)
+                for (int j = 0; j < D; j++) {
+                    double c = 0;
+                    for (int a = 0; a < B; a++) c += (Y(a, s, i) - mu(s, i)) * (Y(a, t, j) - mu(t, j)) / B;
+                    const double e = c - (i == j ? K[(size_t)s * T + t] : 0.0);
+                    r += e * e / ((double)N * N);
+                }
+    CHECK(prior_reg_forward(y.data(), K.data(), B, T, D) == doctest::Approx(r).epsilon(1e-13));
+    std::vector<double> dy(y.size(), 0.0);
+    prior_reg_backward(dy.data(), y.data(), K.data(), 1.0, B, T, D);
+    check_gradient("R_P", [&] { return prior_reg_forward(y.data(), K.data(), B, T, D); }, y.data(), y.size(), dy.data());
+    // B = 1: no spread, R_P = ‖y‖²/N + ‖G‖²/N² = ‖y‖²/N + D·Σ_st 𝒦_st² / N²
+    double y2 = 0, k2 = 0;
+    for (int n = 0; n < N; n++) y2 += y[n] * y[n];
+    for (double k : K) k2 += k * k;
+    CHECK(prior_reg_forward(y.data(), K.data(), 1, T, D) == doctest::Approx(y2 / N + D * k2 / ((double)N * N)).epsilon(1e-13));
+    // a batch whose mean is 0 and whose covariance is exactly 𝒦⊗I (rows ±√B·L e_k of the Cholesky factor L of
+    // 𝒦⊗I, both signs, so the mean vanishes and Σ_α Δ_αᵀΔ_α / B = L Lᵀ): R_P = 0
+    std::vector<double> Lc((size_t)T * T, 0.0);  // Cholesky of 𝒦 by hand
+    for (int j = 0; j < T; j++) {
+        double d = K[(size_t)j * T + j];
+        for (int k = 0; k < j; k++) d -= Lc[(size_t)j * T + k] * Lc[(size_t)j * T + k];
+        Lc[(size_t)j * T + j] = std::sqrt(d);
+        for (int i = j + 1; i < T; i++) {
+            double v = K[(size_t)i * T + j];
+            for (int k = 0; k < j; k++) v -= Lc[(size_t)i * T + k] * Lc[(size_t)j * T + k];
+            Lc[(size_t)i * T + j] = v / Lc[(size_t)j * T + j];
+        }
+    }
+    const int Bm = 2 * N;
+    std::vector<double> ym((size_t)Bm * N, 0.0);
+    for (int k = 0; k < T; k++)
+        for (int c = 0; c < D; c++)
+            for (int sign = 0; sign < 2; sign++) {
+                const int a = 2 * (k * D + c) + sign;
+                for (int s = 0; s < T; s++) ym[(size_t)a * N + (size_t)s * D + c] = (sign ? -1 : 1) * std::sqrt((double)N) * Lc[(size_t)s * T + k];
+            }
+    CHECK(prior_reg_forward(ym.data(), K.data(), Bm, T, D) < 1e-24);
+    CHECK(prior_reg_forward(y.data(), K.data(), B, T, D) > 0.01);
+}
+
 TEST_CASE("R_C, R_D with position weights ζ_s = s^p (spec §3.5): the normalized formulas written out; the profile moves the weight") {
     // R_C = (1/(B·Σ_{s=2}^n ζ_s)) Σ_b Σ_{s=2}^n ζ_s ‖n_{b,s} − n_{b,s−1}‖²,  R_D = (1/(B(B−1)·Σ_{s=1}^n ζ_s)) Σ_s ζ_s Σ_{α≠β} (n_s^α·n_s^β)²
     // with 1-based s here, n = y/(‖y‖ + 1e-6): computed from the spec's lines, not through the layer's code.
@@ -399,12 +453,14 @@ TEST_CASE("whole-model fp64 gradient check: full loss η·CE + (1−η)·aux + w
         randomize(m, 6, 0.3);
         m.loss.eta = 0.5; m.loss.wC = 0.3; m.loss.wD = 0.2; m.loss.horizon = horizon;
         m.loss.zeta_power = horizon ? 2.0 : 0.0;
+        m.loss.wP = horizon ? 0.2 : 0.0;  // R_P too
         m.set_aux_positions(horizon ? std::vector<int>{2, 5, 3} : std::vector<int>{2, 6, 4});
         Batch bt = tiny_arith(3, 8, 10);
         check_rows(fd_check_params(m, bt, 1e-5, 1e-8, 1e-6));
         CHECK(m.last_aux > 0);
         CHECK(m.last_rc > 0);
         CHECK(m.last_rd > 0);
+        CHECK((m.last_rp > 0) == (horizon > 0));
     }
 }
 

@@ -572,6 +572,20 @@ TEST_CASE("cuda kernels: CGT ops (concat, gather, R_C, R_D, GP KL, reparameteriz
         op::decorrelation_reg_backward(GPU, gdy2.ptr, gy.ptr, 0.4, B, T, Dy, zp);
         check_close("decorrelation_reg_backward", dy2, down(gdy2, dy2.size()));
     }
+    // R_P with 𝒦 on the device
+    {
+        std::vector<double> Kinv_, K_;
+        gp_kernel_inverse(T, 0.03, 0.1 * T, Kinv_, &K_);
+        const Vec K32 = f32(K_);
+        auto gK_ = up(K32);
+        const double rp = icl::prior_reg_forward(y.data(), K32.data(), B, T, Dy), rp_g = op::prior_reg_forward(GPU, gy.ptr, gK_.ptr, B, T, Dy);
+        CHECK(std::fabs(rp_g - rp) <= 1e-5 * std::fabs(rp) + 1e-7);
+        Vec dy3 = rnd(y.size(), r);
+        auto gdy3 = up(dy3);
+        icl::prior_reg_backward(dy3.data(), y.data(), K32.data(), 0.6, B, T, Dy);
+        op::prior_reg_backward(GPU, gdy3.ptr, gy.ptr, gK_.ptr, 0.6, B, T, Dy);
+        check_close("prior_reg_backward", dy3, down(gdy3, dy3.size()));
+    }
     // GP KL with 𝒦⁻¹ on the device
     std::vector<double> Kinv;
     const double logdet = gp_kernel_inverse(T, 0.03, 0.1 * T, Kinv);

@@ -8,6 +8,7 @@
 //                           with n = y / (‖y‖ + 1e-6) per (b,s) and ζ_s = (s+1)^p (0-based s; p = 0: the
 //                           paper's uniform weighting; p = 2: the quadratic profile "motivated by equation 1",
 //                           counted from the start of the sequence; ζ_D = ζ_C, spec §3.5).
+//   prior_reg_*             R_P = ‖μ‖²/N + ‖ΔᵀΔ/B − 𝒦⊗I‖²_F / N²   μ = ⟨y⟩_batch, Δ = y − μ, N = T·D   (spec §3.3)
 //   gp_kl_*                 VAE KL(N(μ, diag v) ‖ N(0, 𝒦)) per component, summed over (i,s), / T, batch mean
 //   gp_kernel_inverse       𝒦 = ν_K·I + (1−ν_K)·exp(−(s−t)²/(2λ²)), its inverse and log-determinant (host, fp64)
 //
@@ -179,6 +180,60 @@ void decorrelation_reg_backward(real* dy, const real* y, double w, int B, int T,
                    T * D);
     }
     cgt_detail::normalize_rows_backward(dy, dn.data(), y, rho.data(), B * T, D);
+}
+
+// R_P, the distribution-matching regularizer of App. A.2 (spec §3.3), in its GP version with batch statistics:
+// each sequence's y_α (T,D) is one vector of N = T·D elements (s,i); with μ = ⟨y_α⟩_α, Δ_α = y_α − μ,
+// C = Σ_α Δ_αᵀ Δ_α / B (N,N) and the prior's covariance G[(s,i),(t,j)] = 𝒦_st·δ_ij,
+//     R_P = ‖μ‖² / N + ‖C − G‖²_F / N².
+// The (N,N) matrix C − G is formed whole (N = T·d_y: the caller bounds it). 𝒦 (T,T) is the GP prior of the VAE.
+namespace cgt_detail {
+// Δ (B,N) = y − μ and E (N,N) = C − G; returns ‖μ‖² (μ summed in double, in order over α).
+template <typename real>
+double prior_stats(std::vector<real>& delta, std::vector<real>& E, const real* y, const real* K, int B, int T, int D) {
+    const int N = T * D;
+    std::vector<double> mu((size_t)N, 0.0);
+    for (int a = 0; a < B; a++)
+        for (int n = 0; n < N; n++) mu[n] += (double)y[(size_t)a * N + n];
+    double mu2 = 0;
+    for (int n = 0; n < N; n++) { mu[n] /= B; mu2 += mu[n] * mu[n]; }
+    delta.resize((size_t)B * N);
+    for (int a = 0; a < B; a++)
+        for (int n = 0; n < N; n++) delta[(size_t)a * N + n] = (real)((double)y[(size_t)a * N + n] - mu[n]);
+    // C (N,N) = Δᵀ Δ / B, then E = C − G
+    E.resize((size_t)N * N);
+    gemm<real>(true, false, N, N, B, real(1) / real(B), delta.data(), N, delta.data(), N, real(0), E.data(), N);
+    for (int s = 0; s < T; s++)
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < D; i++) E[((size_t)s * D + i) * N + (size_t)t * D + i] -= K[(size_t)s * T + t];
+    return mu2;
+}
+}  // namespace cgt_detail
+
+template <typename real>
+double prior_reg_forward(const real* y, const real* K, int B, int T, int D) {
+    if (B < 1 || T < 1) return 0.0;
+    std::vector<real> delta, E;
+    const double mu2 = cgt_detail::prior_stats(delta, E, y, K, B, T, D);
+    const double N = (double)T * D;
+    double e2 = 0;
+    for (real v : E) e2 += (double)v * v;
+    return mu2 / N + e2 / (N * N);
+}
+// Backward, scaled by w. ‖C − G‖²/N²: dC = 2(C − G)/N², and C = ΣΔᵀΔ/B gives dΔ_α = 4/(B N²)·Δ_α (C − G); since
+// Σ_α Δ_α = 0 the centering adds nothing, so d y_α = dΔ_α. ‖μ‖²/N: d y_α += 2μ/(B N). ACCUMULATES into dy.
+template <typename real>
+void prior_reg_backward(real* dy, const real* y, const real* K, double w, int B, int T, int D) {
+    if (B < 1 || T < 1) return;
+    std::vector<real> delta, E;
+    cgt_detail::prior_stats(delta, E, y, K, B, T, D);
+    const int N = T * D;
+    gemm<real>(false, false, B, N, N, (real)(4.0 * w / ((double)B * N * N)), delta.data(), N, E.data(), N, real(1), dy, N);
+    std::vector<double> mu((size_t)N, 0.0);
+    for (int a = 0; a < B; a++)
+        for (int n = 0; n < N; n++) mu[n] += (double)y[(size_t)a * N + n];
+    for (int a = 0; a < B; a++)
+        for (int n = 0; n < N; n++) dy[(size_t)a * N + n] += (real)(2.0 * w * (mu[n] / B) / ((double)B * N));
 }
 
 // 𝒦 (T,T) = ν·I + (1−ν)·exp(−(s−t)²/(2λ²)) (λ in tokens); writes 𝒦⁻¹ (row-major) and returns log det 𝒦.

@@ -276,6 +276,18 @@ void continuity_reg_backward(Device dev, real* dy, const real* y, double w, int 
     icl::continuity_reg_backward(dy, y, w, B, T, D, zp);
 }
 template <typename real>
+double prior_reg_forward(Device dev, const real* y, const real* K, int B, int T, int D) {
+    OpTimer timer_("cgt reg fwd", dev);
+    ON_GPU_RET(prior_reg_forward(y, K, B, T, D));
+    return icl::prior_reg_forward(y, K, B, T, D);
+}
+template <typename real>
+void prior_reg_backward(Device dev, real* dy, const real* y, const real* K, double w, int B, int T, int D) {
+    OpTimer timer_("cgt reg bwd", dev);
+    ON_GPU(prior_reg_backward(dy, y, K, w, B, T, D));
+    icl::prior_reg_backward(dy, y, K, w, B, T, D);
+}
+template <typename real>
 double decorrelation_reg_forward(Device dev, const real* y, int B, int T, int D, double zp) {
     OpTimer timer_("cgt reg fwd", dev);
     ON_GPU_RET(decorrelation_reg_forward(y, B, T, D, zp));

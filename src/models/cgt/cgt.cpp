@@ -90,6 +90,7 @@ void add_cgt_flags(Cli& cli, const CGTFlagDefaults& d) {
     cli.flag("--wd", d.wd, "w_D: decorrelation regularizer weight");
     cli.renamed("--wD", "--wd");
     cli.flag("--zeta-power", "0", "p of the regularizers' position weights ζ_s = s^p (s = 1, 2, … from the sequence start; 0 = uniform, as in the paper; 2 = quadratic, spec §3.5)");
+    cli.flag("--wp", "0", "w_P: weight of R_P, App. A.2's distribution matching (batch mean → 0, batch covariance of y^ℓ over all (position, component) pairs → the GP prior 𝒦⊗I; memory (T·d_y)², T·d_y ≤ 8192)");
     cli.flag("--beta", d.beta, "VAE KL weight β");
     cli.flag("--nu-K", "0.03", "GP prior: ν_K (𝒦 = ν_K·I + (1−ν_K)·RBF)");
     cli.flag("--lambda", "0.1", "GP prior: RBF length λ as a fraction of the sequence length");
@@ -119,10 +120,16 @@ CGTLoss cgt_loss_from_cli(const Cli& cli, const CGTConfig& cfg) {
     ls.wC = cli.get_double("--wc", 0, 1e6);
     ls.wD = cli.get_double("--wd", 0, 1e6);
     ls.zeta_power = cli.get_double("--zeta-power", 0, 8);
+    ls.wP = cli.get_double("--wp", 0, 1e6);
     ls.beta = cfg.vae ? cli.get_double("--beta", 0, 1e6) : 0.0;
     ls.nu_K = cli.get_double("--nu-K", 1e-6, 1);
     ls.lambda = cli.get_double("--lambda", 1e-6, 1e3);
     return ls;
+}
+
+void check_prior_reg_size(const CGTLoss& loss, int T, int dy) {
+    if (loss.wP > 0 && (int64_t)T * dy > 8192)
+        fail_usage(strfmt("--wp: R_P forms a (T·d_y)² matrix; T·d_y = %lld exceeds 8192 (shorter sequences or a smaller --dy)", (long long)T * dy));
 }
 
 std::initializer_list<const char*> cgt_arch_flag_names() {
@@ -377,6 +384,7 @@ void CGT<real>::x_pass_backward(const std::string& pre, int Bp, int Tp, const in
                 }
                 if (loss.wC > 0) op::continuity_reg_backward(dev, dyl, yl, loss.wC, Bp, Tp, dy, loss.zeta_power);
                 if (loss.wD > 0) op::decorrelation_reg_backward(dev, dyl, yl, loss.wD, Bp, Tp, dy, loss.zeta_power);
+                if (loss.wP > 0) op::prior_reg_backward(dev, dyl, yl, d_k_.ptr, loss.wP, Bp, Tp, dy);
                 if (cfg.ln_gen)  // yl = LN(y.res3)
                     op::layernorm_backward(dev, s.dact(h + "y.res3"), s.grad("yl_ln.w"), s.grad("yl_ln.b"), dyl, s.act(h + "y.res3"),
                                            s.param("yl_ln.w"), s.act(pre + "yl.mean"), s.act(pre + "yl.rstd"), N, dy);
@@ -452,8 +460,17 @@ double CGT<real>::forward(const Batch& bt) {
         s.upload(d_kinv_, 0, k.data(), k.size());
         kinv_T_ = T;
     }
+    if (cfg.has_y() && loss.wP > 0 && k_T_ != T) {
+        check_prior_reg_size(loss, T, cfg.dy);
+        std::vector<double> Kinv, K;
+        gp_kernel_inverse(T, loss.nu_K, loss.lambda * T, Kinv, &K);
+        std::vector<real> k(K.begin(), K.end());
+        d_k_ = Buffer<real>(dev, k.size());
+        s.upload(d_k_, 0, k.data(), k.size());
+        k_T_ = T;
+    }
     real* x = x_pass_forward("", B, T, in_.tokens.ptr, in_.vectors.ptr, in_.pos_ptr(), nullptr, cfg.has_y());
-    last_ce = last_aux = last_rc = last_rd = last_kl = 0;
+    last_ce = last_aux = last_rc = last_rd = last_rp = last_kl = 0;
     last_aux_targets = 0;
     const double eta = cfg.has_y() ? loss.eta : 1.0;
     // η·CE: LN_f, the head and the masked mean (models/lm_io.h); NaN without targets
@@ -482,6 +499,7 @@ double CGT<real>::forward(const Batch& bt) {
         const real* yl = s.act("yl");
         if (loss.wC > 0) total += loss.wC * (last_rc = op::continuity_reg_forward(dev, yl, B, T, cfg.dy, loss.zeta_power));
         if (loss.wD > 0) total += loss.wD * (last_rd = op::decorrelation_reg_forward(dev, yl, B, T, cfg.dy, loss.zeta_power));
+        if (loss.wP > 0) total += loss.wP * (last_rp = op::prior_reg_forward(dev, yl, d_k_.ptr, B, T, cfg.dy));
         if (cfg.vae && loss.beta > 0)
             total += loss.beta * (last_kl = op::gp_kl_forward(dev, yl, s.act("vae.logv"), d_kinv_.ptr, logdetK_, B, T, cfg.dy));
     }
@@ -695,6 +713,7 @@ CGTFlops CGT<real>::flops(int Bn, int Tn) const {
         const double n = (double)Bn * Tn * cfg.dy;
         if (loss.wC > 0) f.reg_fwd += 6 * n;                              // normalize + squared differences
         if (loss.wD > 0) f.reg_fwd += 3 * n + 2.0 * Bn * Bn * Tn * cfg.dy;  // normalize + per-position Gram N_s N_sᵀ
+        if (loss.wP > 0) f.reg_fwd += 2.0 * Bn * (Tn * cfg.dy) * (Tn * cfg.dy);  // the covariance ΔᵀΔ (N,N)
         if (cfg.vae && loss.beta > 0) f.reg_fwd += 2.0 * Bn * Tn * Tn * cfg.dy + 4 * n;  // 𝒦⁻¹μ per component
     }
     f.total_step = 3 * (f.main_fwd + f.aux_fwd + f.reg_fwd);

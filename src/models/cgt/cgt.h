@@ -70,13 +70,14 @@ struct CGTLoss {
     int horizon = 0;      // Δ; 0 = the whole remainder
     double wC = 0, wD = 0;  // R_C, R_D weights
     double zeta_power = 0;  // ζ_s = (s+1)^p in R_C and R_D (0 = uniform, the paper's setting; 2 = quadratic)
+    double wP = 0;          // R_P weight (App. A.2: batch mean and covariance of y^ℓ matched to the GP prior 𝒦)
     double beta = 0;      // VAE KL weight
     double nu_K = 0.03, lambda = 0.1;  // GP prior: 𝒦 = ν_K·I + (1−ν_K)·RBF(λ·T tokens)
 };
 
 // The CGT's flags, spelled the same in every binary (train_cgt, gradcheck, bench): the x stream's GPT flags
 // (--layers --width --heads and the attention modifications, models/gpt.h), then --ell --dy --heads-y --rank
-// --templates --mix --vae and the loss: --eta --horizon --wc --wd --zeta-power --beta --nu-K --lambda. The old spellings
+// --templates --mix --vae --ln-gen and the loss: --eta --horizon --wc --wd --zeta-power --wp --beta --nu-K --lambda. The old spellings
 // (--dx, --wC, --wD) are refused with a line naming the new one.
 struct CGTFlagDefaults {
     std::string layers = "4", ell = "3", width = "64", dy = "32", heads = "4", heads_y = "2", rank = "4", templates = "8";
@@ -88,6 +89,8 @@ void add_cgt_flags(Cli& cli, const CGTFlagDefaults& d = {});
 // still replace it with a checkpoint's).
 CGTConfig cgt_config_from_cli(const Cli& cli, CGTConfig base);
 CGTLoss cgt_loss_from_cli(const Cli& cli, const CGTConfig& cfg);
+// R_P forms a (T·d_y)² matrix: refuses (usage error naming --wp) T·d_y > 8192 when w_P > 0.
+void check_prior_reg_size(const CGTLoss& loss, int T, int dy);
 // The CGT's architecture flags (refused beside --load).
 std::initializer_list<const char*> cgt_arch_flag_names();
 
@@ -113,7 +116,7 @@ struct CGT {
     bool hold_random = false;    // reuse the last aux positions, VAE noise and random attention neighbours (finite-difference checks)
     std::vector<int> aux_p;      // (B) first remainder position of the last forward's aux pass (-1 = none)
     // the loss parts of the last forward
-    double last_ce = 0, last_aux = 0, last_rc = 0, last_rd = 0, last_kl = 0;
+    double last_ce = 0, last_aux = 0, last_rc = 0, last_rd = 0, last_rp = 0, last_kl = 0;
     int64_t last_aux_targets = 0;
 
     CGT(const CGTConfig& cfg, Device dev, uint64_t seed);
@@ -174,10 +177,10 @@ private:
     DeviceBatch<real> in_, ain_;     // the main and aux passes' batches on the device (models/lm_io.h)
     LMHead<real> head_, ahead_;      // their LN_f, head and masked-mean loss ("" and "aux." activations)
     Buffer<int> a_idx_;
-    Buffer<real> scratch_, gscratch_, d_kinv_;
+    Buffer<real> scratch_, gscratch_, d_kinv_, d_k_;  // 𝒦⁻¹ (VAE KL) and 𝒦 (R_P) of the GP prior, (T,T)
     std::vector<real> eps_host_;
     double logdetK_ = 0;
-    int kinv_T_ = -1;
+    int kinv_T_ = -1, k_T_ = -1;
     bool has_aux_ = false, patch_now_ = false;
     Batch aux_batch_;
 };

@@ -22,9 +22,9 @@ CGTVariant cgt_variant(const std::string& name, const CGTConfig& cfg, const CGTL
         v.cfg.vae = false;
         v.loss = CGTLoss{};
     } else if (name == "eta1") {
-        v.loss.eta = 1; v.loss.wC = 0; v.loss.wD = 0;
+        v.loss.eta = 1; v.loss.wC = 0; v.loss.wD = 0; v.loss.wP = 0;
     } else if (name == "aux") {
-        v.loss.wC = 0; v.loss.wD = 0;
+        v.loss.wC = 0; v.loss.wD = 0; v.loss.wP = 0;
     } else if (name == "aux-reg") {
     } else if (name == "reg") {
         v.loss.eta = 1;
@@ -34,7 +34,7 @@ CGTVariant cgt_variant(const std::string& name, const CGTConfig& cfg, const CGTL
         if (end == name.c_str() + 4 || *end || !(beta >= 0)) fail_usage("--compare: '" + name + "' needs a number β >= 0 after 'vae:'");
         v.cfg.vae = true;
         v.loss.beta = beta;
-        v.loss.wC = 0; v.loss.wD = 0;
+        v.loss.wC = 0; v.loss.wD = 0; v.loss.wP = 0;
     } else if (name != "flags") {
         fail_usage("--compare: unknown variant '" + name + "' (baseline, eta1, aux, aux-reg, reg, vae:<β>, flags)");
     }
@@ -166,7 +166,7 @@ CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, u
     nlohmann::json s = run_summary("train_cgt", cli, task, cfg.to_json(), cfg.num_params(), threads, dev, o, run.train);
     s["variant"] = v.name;
     s["seed"] = seed;
-    s["loss"] = {{"eta", cfg.has_y() ? ls.eta : 1.0}, {"horizon", ls.horizon}, {"wC", ls.wC}, {"wD", ls.wD}, {"zeta_power", ls.zeta_power}, {"beta", ls.beta},
+    s["loss"] = {{"eta", cfg.has_y() ? ls.eta : 1.0}, {"horizon", ls.horizon}, {"wC", ls.wC}, {"wD", ls.wD}, {"zeta_power", ls.zeta_power}, {"wP", ls.wP}, {"beta", ls.beta},
                  {"nu_K", ls.nu_K}, {"lambda", ls.lambda}};
     s["gflop_per_step"] = fl.total_step / 1e9;
     const EvalSet es = make_eval_set(task, eo);
