@@ -42,26 +42,30 @@ __global__ void attention_pointers_kernel(const float** p, int BNH, int NH, int 
     p[P_D * BNH + bh] = datt && bh >= bh0 ? datt + (size_t)(bh - bh0) * T * T : nullptr;  // slices of the group from bh0
 }
 
-// In place on preatt rows: row r of (rows, T) is query i = r % T of its (b,h) pair.
-//   att[i, j] = exp(preatt[i,j] − max_{j'<=i}) / Σ_{j'<=i} exp(...)  for j <= i,  0 for j > i.
-// One warp per row; lane l handles j = l, l+32, …
-__global__ void causal_softmax_forward_kernel(float* att, int64_t rows, int T) {
+// In place on preatt rows: row r of (rows, T) is query i = r % T of its (b,h) pair, b = r / (NH·T).
+//   att[i, j] = exp(preatt[i,j] − max_{lo<=j'<=i}) / Σ_{lo<=j'<=i} exp(...)  for lo <= j <= i,  0 elsewhere,
+// lo = 0, or with a key start (kstart non-null) kstart[b], and i itself for a row before it (layers/attention.h).
+// One warp per row; lane l handles j = lo + l, lo + l + 32, …
+__global__ void causal_softmax_forward_kernel(float* att, int64_t rows, int T, int NH, const int* kstart) {
     const int64_t r = (int64_t)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     const int lane = threadIdx.x % WARP;
     if (r >= rows) return;
     const int i = (int)(r % T);
+    const int ks = kstart ? kstart[r / ((int64_t)NH * T)] : 0;
+    const int lo = i < ks ? i : ks;
     float* row = att + r * T;  // (T)
     float maxv = -INFINITY;
-    for (int j = lane; j <= i; j += WARP) maxv = fmaxf(maxv, row[j]);
+    for (int j = lo + lane; j <= i; j += WARP) maxv = fmaxf(maxv, row[j]);
     maxv = warp_max(maxv);
     float sum = 0.0f;
-    for (int j = lane; j <= i; j += WARP) {
+    for (int j = lo + lane; j <= i; j += WARP) {
         const float e = expf(row[j] - maxv);
         row[j] = e;
         sum += e;
     }
     const float inv = 1.0f / warp_sum(sum);
-    for (int j = lane; j <= i; j += WARP) row[j] *= inv;
+    for (int j = lo + lane; j <= i; j += WARP) row[j] *= inv;
+    for (int j = lane; j < lo; j += WARP) row[j] = 0.0f;
     for (int j = i + 1 + lane; j < T; j += WARP) row[j] = 0.0f;
 }
 
@@ -90,7 +94,7 @@ static const float** fill_pointers(int B, int NH, int T, int C, const float* qkv
     return p;
 }
 
-void attention_forward(float* out, float* att, float* scratch, const float* qkv, int B, int T, int C, int NH) {
+void attention_forward(float* out, float* att, float* scratch, const float* qkv, int B, int T, int C, int NH, const int* kstart) {
     (void)scratch;
     ICL_ASSERT(NH > 0 && C % NH == 0);
     const int hs = C / NH, BNH = B * NH;
@@ -101,7 +105,7 @@ void attention_forward(float* out, float* att, float* scratch, const float* qkv,
     gemm_batched(false, true, T, T, hs, scale, p + P_Q * BNH, 3 * C, p + P_K * BNH, 3 * C, 0.0f, pa, T, BNH);
     // causal, numerically stable softmax of each row over j <= i
     const int64_t rows = (int64_t)BNH * T;
-    causal_softmax_forward_kernel<<<blocks(rows, 8), 8 * WARP>>>(att, rows, T);
+    causal_softmax_forward_kernel<<<blocks(rows, 8), 8 * WARP>>>(att, rows, T, NH, kstart);
     launchCheck("causal_softmax_forward_kernel");
     // out = att @ v                                              (T,hs) per pair, into out (B,T,C)
     gemm_batched(false, false, T, hs, T, 1.0f, (const float* const*)pa, T, p + P_V * BNH, 3 * C, 0.0f, (float* const*)(p + P_O * BNH), C,

@@ -51,7 +51,8 @@ void residual_forward(float* out, const float* inp1, const float* inp2, int64_t 
 void residual_backward(float* dinp1, float* dinp2, const float* dout, int64_t n);
 
 // ---- attention.cu: causal softmax multi-head attention ---------------------------------------------------
-void attention_forward(float* out, float* att, float* scratch, const float* qkv, int B, int T, int C, int NH);
+void attention_forward(float* out, float* att, float* scratch, const float* qkv, int B, int T, int C, int NH,
+                       const int* kstart = nullptr);  // (B) on the device: first key per sequence (layers/attention.h)
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int C, int NH);
 // one query row against a KV cache (decoding; src/layers/kv_attention.h)
 void kv_attention_step(float* out, float* att, const float* cache, int n, int C, int NH);

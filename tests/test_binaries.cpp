@@ -53,6 +53,7 @@ TEST_CASE("bad flags: one line naming the problem, exit code 2") {
         // R_P's (T·d_y)² matrix bounded before any work
         {"train_cgt --task linreg --pairs 200 --dy 32 --wp 0.1", "--wp: R_P forms a (T·d_y)² matrix; T·d_y = 12800 exceeds 8192"},
         {"train_cgt --zeta-power -1", "--zeta-power: must be in [0, 8]"},
+        {"train_cgt --aux-pass masked --attn-mod regularized", "--aux-pass masked: needs plain softmax attention"},
         // integers: checked in 64 bits before narrowing, no hexadecimal
         {"train_gpt --steps 0x10", "--steps: expected an integer, got '0x10'"},
         {"duallens experiment --eval-every 4294967296", "--eval-every: must be in [1, 2147483647]"},

@@ -464,6 +464,65 @@ TEST_CASE("whole-model fp64 gradient check: full loss η·CE + (1−η)·aux + w
     }
 }
 
+TEST_CASE("masked full-length aux pass (§2.3, §7.8 b) = the truncated pass: aux loss, aux logits on the remainder rows, every gradient; rows before the start finite") {
+    const int T = 9, B = 3;
+    const std::vector<int> p = {2, 5, 4};
+    for (int horizon : {0, 3}) {
+        CAPTURE(horizon);
+        CGTConfig c = tiny_cfg(T);
+        CGT<double> tr(c, Device::cpu, 4), ms(c, Device::cpu, 4);
+        for (CGT<double>* m : {&tr, &ms}) {
+            randomize(*m, 6, 0.3);
+            m->loss.eta = 0.4; m->loss.wC = 0.1; m->loss.horizon = horizon;
+            m->set_aux_positions(p);
+        }
+        ms.loss.aux_masked = true;
+        Batch bt = tiny_arith(B, T, 10);
+        const double lt = tr.forward(bt), lm = ms.forward(bt);
+        CHECK(ms.last_aux_targets == tr.last_aux_targets);
+        CHECK(ms.last_aux == doctest::Approx(tr.last_aux).epsilon(1e-13));
+        CHECK(lm == doctest::Approx(lt).epsilon(1e-13));
+        // (a) truncated row t of sequence b is (b) masked row p_b + t
+        const auto zt = tr.s.fetch_act("aux.logits"), zm = ms.s.fetch_act("aux.logits");
+        const int Ta = (int)(zt.size() / ((size_t)B * ARITH_VOCAB)), V = ARITH_VOCAB;
+        REQUIRE(zm.size() == (size_t)B * T * V);
+        double err = 0, scale = 0;
+        int rows = 0;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Ta && p[b] + t < T; t++, rows++)
+                for (int v = 0; v < V; v++) {
+                    const double a = zt[((size_t)b * Ta + t) * V + v], m = zm[((size_t)b * T + p[b] + t) * V + v];
+                    err = std::max(err, std::fabs(a - m));
+                    scale = std::max(scale, std::fabs(a));
+                }
+        CHECK(rows >= B * 3);
+        CHECK(err <= 1e-13 * scale);
+        bool finite = true;  // the rows before each start attend to themselves: garbage, but finite
+        for (double z : zm) finite &= std::isfinite(z);
+        CHECK(finite);
+        tr.backward();
+        ms.backward();
+        const auto gt = tr.s.to_host(tr.s.grads, 0, tr.s.ptable.total), gm = ms.s.to_host(ms.s.grads, 0, ms.s.ptable.total);
+        double gerr = 0, gscale = 0;
+        for (size_t i = 0; i < gt.size(); i++) { gerr = std::max(gerr, std::fabs(gt[i] - gm[i])); gscale = std::max(gscale, std::fabs(gt[i])); }
+        CHECK(gerr <= 1e-12 * gscale);
+    }
+    // fp64 finite differences of the masked pass itself
+    CGT<double> m(tiny_cfg(T), Device::cpu, 5);
+    randomize(m, 8, 0.3);
+    m.loss.eta = 0.5; m.loss.aux_masked = true;
+    m.set_aux_positions(p);
+    check_rows(fd_check_params(m, tiny_arith(B, T, 11), 1e-5, 1e-8, 1e-6));
+    // fp32, a late start: the rows before it stay finite (the NaN hazard of a softmax over no key)
+    CGT<float> f(tiny_cfg(T), Device::cpu, 6);
+    f.loss.eta = 0.5; f.loss.aux_masked = true;
+    f.set_aux_positions({T - 1, T - 1, 2});
+    CHECK(std::isfinite(f.forward(tiny_arith(B, T, 12))));
+    bool finite = true;
+    for (float z : f.s.fetch_act("aux.logits")) finite &= std::isfinite(z);
+    CHECK(finite);
+}
+
 TEST_CASE("--ln-gen (spec §1.4's option): y^ℓ = LN(y) row by row; fp64 gradient check of the full loss, VAE too; config round trip") {
     for (bool vae : {false, true}) {
         CAPTURE(vae);

@@ -289,6 +289,14 @@ TEST_CASE("cuda kernels: causal softmax attention forward and backward" * GPU_CA
         icl::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att32.data(), B, T, C, NH);
         op::attention_backward<float>(GPU, gdqkv.ptr, nullptr, gdout.ptr, gqkv.ptr, satt.ptr, B, T, C, NH);
         check_close("attention_backward dqkv", dqkv, down(gdqkv, dqkv.size()));
+        // with a key start per sequence (the CGT's masked aux pass): rows before it attend to themselves
+        std::vector<int> ks(B);
+        for (int b = 0; b < B; b++) ks[b] = (b * 7 + 3) % T;
+        icl::attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, C, NH, ks.data());
+        auto gks = up(ks);
+        op::attention_forward<float>(GPU, gout.ptr, gatt.ptr, nullptr, gqkv.ptr, B, T, C, NH, gks.ptr);
+        check_close("attention_forward out (key start)", out, down(gout, out.size()));
+        check_close("attention_forward att (key start)", att, down(gatt, att.size()));
     }
 }
 

@@ -371,6 +371,58 @@ TEST_CASE("attention: gradient of qkv (accumulating), att rows are causal distri
     check_gradient("qkv", loss, qkv.data(), qkv.size(), g.data());
 }
 
+TEST_CASE("attention with a key start per sequence (the CGT's masked aux pass): rows from the definition; gradient of qkv; rows before the start attend to themselves") {
+    const int B = 3, T = ATT_BLOCK + 9, C = 8, NH = 2, hs = C / NH;  // two row blocks
+    const int ks[B] = {0, 5, ATT_BLOCK + 3};
+    Rng rng(131);
+    vec qkv = randn((size_t)B * T * 3 * C, rng), out((size_t)B * T * C), att((size_t)B * NH * T * T);
+    attention_forward(out.data(), att.data(), nullptr, qkv.data(), B, T, C, NH, ks);
+    // the definition: softmax over lo <= j <= i of q_i·k_j/√hs, lo = ks (i >= ks) or i (i < ks); out = Σ att·v
+    double err = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const int lo = i < ks[b] ? i : ks[b];
+                std::vector<double> p(T, 0.0);
+                double mx = -1e300, sum = 0;
+                for (int j = lo; j <= i; j++) {
+                    double d = 0;
+                    for (int c = 0; c < hs; c++) d += qkv[((size_t)b * T + i) * 3 * C + h * hs + c] * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + c];
+                    p[j] = d / std::sqrt((double)hs);
+                    mx = std::max(mx, p[j]);
+                }
+                for (int j = lo; j <= i; j++) sum += p[j] = std::exp(p[j] - mx);
+                for (int j = 0; j < T; j++) {
+                    const double a = j >= lo && j <= i ? p[j] / sum : 0.0;
+                    err = std::max(err, std::fabs(a - att[(((size_t)b * NH + h) * T + i) * T + j]));
+                }
+                for (int c = 0; c < hs; c++) {
+                    double o = 0;
+                    for (int j = lo; j <= i; j++) o += p[j] / sum * qkv[((size_t)b * T + j) * 3 * C + 2 * C + h * hs + c];
+                    err = std::max(err, std::fabs(o - out[((size_t)b * T + i) * C + h * hs + c]));
+                }
+            }
+    CHECK(err < 1e-14);
+    // a row before its sequence's start is its own value: finite, one-hot attention
+    CHECK(att[(((size_t)1 * NH + 1) * T + 2) * T + 2] == 1.0);
+    // ks = 0 is the plain causal attention, bit for bit
+    vec out0(out.size()), att0(att.size());
+    attention_forward(out0.data(), att0.data(), nullptr, qkv.data(), B, T, C, NH);
+    CHECK(std::equal(out0.begin(), out0.begin() + (size_t)T * C, out.begin()));
+    // gradient: the unchanged backward reads the zeros of att outside each row's keys
+    const vec R = randn(out.size(), rng);
+    auto loss = [&] {
+        vec o(out.size()), a(att.size());
+        attention_forward(o.data(), a.data(), nullptr, qkv.data(), B, T, C, NH, ks);
+        return dot(o, R);
+    };
+    const vec P = randn(qkv.size(), rng);
+    vec dqkv = P, scratch(attention_scratch_size(B, T, C, NH));
+    attention_backward(dqkv.data(), scratch.data(), R.data(), qkv.data(), att.data(), B, T, C, NH);
+    const vec g = minus(dqkv, P);
+    check_gradient("qkv (key start)", loss, qkv.data(), qkv.size(), g.data());
+}
+
 TEST_CASE("attention: several causal blocks agree with a naive implementation; future tokens are invisible") {
     const int B = 2, T = 2 * ATT_BLOCK + 5, C = 8, NH = 2;
     Rng rng(108);

@@ -8,6 +8,11 @@
 //
 // Forward saves att (B,NH,T,T): all of it is written, with zeros above the diagonal.
 //
+// Key start (optional, kstart (B) non-null): sequence b's row i attends to j in [kstart[b], i] only — the CGT's
+// masked full-length auxiliary pass (spec/cgt.md §2.3). A row i < kstart[b] has no key left; it attends to
+// itself alone (j = i: a finite row, never the NaN of a softmax over nothing). att is 0 outside each row's range,
+// so the backward needs nothing more: every term it forms is a multiple of att.
+//
 // GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes, parameter
 // and activation gradients alike; callers zero the gradient buffers once per step. Here: dqkv += ...
 //
@@ -69,7 +74,8 @@ void attention_forward(real* out,        // (B,T,C)
                        std::remove_reference_t<real>* scratch,  // = real*; unused on the CPU (nullptr is fine:
                                                                  // the spelling keeps real deduced from the others)
                        const real* qkv,  // (B,T,3C)    [q | k | v]
-                       int B, int T, int C, int NH) {
+                       int B, int T, int C, int NH,
+                       const int* kstart = nullptr) {  // (B) first key of each sequence, or null: 0 (plain causal)
     (void)scratch;
     ICL_ASSERT(NH > 0 && C % NH == 0);
     const int hs = C / NH, C3 = 3 * C;
@@ -86,16 +92,18 @@ void attention_forward(real* out,        // (B,T,C)
             const int i1 = std::min(T, i0 + ATT_BLOCK), ib = i1 - i0;
             // preatt[i0:i1, 0:i1] = scale · q[i0:i1] @ k[0:i1]ᵀ
             gemm<real>(false, true, ib, i1, hs, scale, q + (size_t)i0 * C3, C3, k, C3, real(0), a + (size_t)i0 * T, T);
-            // causal, numerically stable softmax of each row over j <= i
+            // causal, numerically stable softmax of each row over lo <= j <= i (lo = 0 without a key start)
             for (int i = i0; i < i1; i++) {
                 real* row = a + (size_t)i * T;  // (T)
-                real maxv = row[0];
+                const int lo = !kstart ? 0 : i < kstart[b] ? i : kstart[b];
+                real maxv = row[lo];
 #pragma omp simd reduction(max : maxv)
-                for (int j = 0; j <= i; j++) maxv = std::max(maxv, row[j]);
-                const real sum = vmath::exp_shifted_sum(row, i + 1, maxv);  // row[j] = exp(row[j] - maxv)
+                for (int j = lo; j <= i; j++) maxv = std::max(maxv, row[j]);
+                const real sum = vmath::exp_shifted_sum(row + lo, i + 1 - lo, maxv);  // row[j] = exp(row[j] - maxv)
                 const real inv = real(1) / sum;
 #pragma omp simd
-                for (int j = 0; j <= i; j++) row[j] *= inv;
+                for (int j = lo; j <= i; j++) row[j] *= inv;
+                std::fill(row, row + lo, real(0));
                 std::fill(row + i + 1, row + T, real(0));
             }
             // out[i0:i1] = att[i0:i1, 0:i1] @ v[0:i1]      (att is 0 beyond the diagonal)

@@ -168,10 +168,11 @@ void residual_backward(Device dev, real* dinp1, real* dinp2, const real* dout, i
     icl::residual_backward(dinp1, dinp2, dout, n);
 }
 template <typename real>
-void attention_forward(Device dev, real* out, real* att, real* scratch, const real* qkv, int B, int T, int C, int NH) {
+void attention_forward(Device dev, real* out, real* att, real* scratch, const real* qkv, int B, int T, int C, int NH,
+                       const int* kstart = nullptr) {  // (B) on dev: each sequence's first key (layers/attention.h)
     OpTimer timer_("attention fwd", dev);
-    ON_GPU(attention_forward(out, att, scratch, qkv, B, T, C, NH));
-    icl::attention_forward(out, att, scratch, qkv, B, T, C, NH);
+    ON_GPU(attention_forward(out, att, scratch, qkv, B, T, C, NH, kstart));
+    icl::attention_forward(out, att, scratch, qkv, B, T, C, NH, kstart);
 }
 template <typename real>
 void attention_backward(Device dev, real* dqkv, real* scratch, const real* dout, const real* qkv, const real* att, int B, int T, int C, int NH) {

@@ -173,12 +173,13 @@ real* block_forward(ModelState<real>& s, const std::string& h, const std::string
         if (k.mod.g2) op::qkv_adapter_forward(dev, A("qkv"), A("adk.z"), A("adk.u"), u, P("attn.adk.A"), P("attn.adk.B"), k.mod.c, 1, N, Cu, C, k.mod.dh);
         if (k.mod.g1) op::qkv_adapter_forward(dev, A("qkv"), A("adv.z"), A("adv.u"), u, P("attn.adv.A"), P("attn.adv.B"), k.mod.c, 2, N, Cu, C, k.mod.dh);
     }
+    ICL_ASSERT_MSG(!b.kstart || (k.attn == AttnKind::softmax && !k.mod.attention_active()), "a key start needs plain softmax attention");
     if (k.attn == AttnKind::softmax && k.mod.attention_active()) {
         // regularized / negative attention; the lowsim rule's input similarity reads u
         op::attention_mod_forward(dev, A("atty"), A("att"), b.scratch, A("qkv"), k.mod.needs_sim_src() ? u : nullptr, k.mod, b.mod_seed, b.B,
                                   b.T, C, k.NH, Cu);
     } else if (k.attn == AttnKind::softmax) {
-        op::attention_forward(dev, A("atty"), A("att"), b.scratch, A("qkv"), b.B, b.T, C, k.NH);
+        op::attention_forward(dev, A("atty"), A("att"), b.scratch, A("qkv"), b.B, b.T, C, k.NH, b.kstart);
     } else {
         const real* bkv = b.bias ? P("attn.bkv") : nullptr;
         const real* bd = b.bias ? P("attn.bd") : nullptr;

@@ -66,6 +66,7 @@ struct BlockRun {
     int B = 0, T = 0;
     real* scratch = nullptr;            // attention_scratch_size / kernel_attention_scratch_size(B,T,C,NH)
     uint64_t mod_seed = 0;              // attention mods, random neighbours: this forward's draw (the same in its backward)
+    const int* kstart = nullptr;        // softmax attention: (B) first key of each sequence (layers/attention.h), or null
     // kernel attention
     const int* pos = nullptr;           // (B,T) positions, or null: 0..T-1
     bool bias = false;                  // <p>attn.bkv / attn.bd exist

@@ -85,6 +85,7 @@ void add_cgt_flags(Cli& cli, const CGTFlagDefaults& d) {
     cli.flag_switch("--ln-gen", "a layer norm (own gain and bias) on y^ℓ before the generators, the regularizers and the VAE head read it (spec §1.4's option; default: the raw residual)");
     cli.flag("--eta", d.eta, "η: weight of the main CE (1−η on the aux loss; 1 = no aux)");
     cli.flag("--horizon", d.horizon, "aux horizon Δ (0 = whole remainder)");
+    cli.flag("--aux-pass", "truncated", "how the aux pass runs: truncated (the remainder alone, positions kept) | masked (the full sequence, each remainder token attending only to the remainder; spec §2.3; the same loss, more work)");
     cli.flag("--wc", d.wc, "w_C: continuity regularizer weight");
     cli.renamed("--wC", "--wc");
     cli.flag("--wd", d.wd, "w_D: decorrelation regularizer weight");
@@ -117,6 +118,9 @@ CGTLoss cgt_loss_from_cli(const Cli& cli, const CGTConfig& cfg) {
     CGTLoss ls;
     ls.eta = cli.get_double("--eta", 0, 1);
     ls.horizon = (int)cli.get_int("--horizon", 0, 1 << 20);
+    ls.aux_masked = cli.get_choice("--aux-pass", {"truncated", "masked"}) == "masked";
+    if (ls.aux_masked && cfg.mod.attention_active())
+        fail_usage("--aux-pass masked: needs plain softmax attention in the x stream (not with --attn-mod regularized/negative)");
     ls.wC = cli.get_double("--wc", 0, 1e6);
     ls.wD = cli.get_double("--wd", 0, 1e6);
     ls.zeta_power = cli.get_double("--zeta-power", 0, 8);
@@ -235,6 +239,7 @@ BlockRun<real> CGT<real>::x_block_run(int b, int Bp, int Tp, const real* ygen, r
     r.y = ygen;
     r.dy = dygen;
     r.gscratch = gscratch_.ptr;
+    r.kstart = pass_kstart_;
     return r;
 }
 
@@ -429,6 +434,17 @@ static Batch slice_batch(const Batch& bt, const std::vector<int>& p, int Ta) {
     return a;
 }
 
+// The masked full-length aux batch (spec §2.3): the whole sequence at its own positions, scored only at the
+// remainder's targets t >= p_b (and t < p_b + Δ with a horizon) — the targets slice_batch keeps, at the same rows
+// of the sequence. Rows before p_b are computed (each attends to itself) and weigh 0.
+static Batch masked_aux_batch(const Batch& bt, const std::vector<int>& p, int horizon) {
+    Batch a = bt;
+    for (int b = 0; b < bt.B; b++)
+        for (int t = 0; t < bt.T; t++)
+            if (t < p[b] || (horizon > 0 && t >= p[b] + horizon)) a.mask[(size_t)b * bt.T + t] = 0.f;
+    return a;
+}
+
 template <typename real>
 double CGT<real>::forward(const Batch& bt) {
     const Device dev = s.dev;
@@ -448,7 +464,7 @@ double CGT<real>::forward(const Batch& bt) {
             if (p < 2 || p > hi) fail(strfmt("aux position %d outside [2, %d]", p, hi));
             pmin = std::min(pmin, p);
         }
-        Ta_new = loss.horizon > 0 ? loss.horizon : bt.T - pmin;
+        Ta_new = loss.aux_masked ? bt.T : loss.horizon > 0 ? loss.horizon : bt.T - pmin;
     }
     layout(bt.B, bt.T, Ta_new);
     if (!hold_random) forwards_++;  // a fresh random-neighbour draw (attention mods), held like the aux positions
@@ -478,8 +494,12 @@ double CGT<real>::forward(const Batch& bt) {
     if (!in_.has_targets) return NAN;
     double total = eta * last_ce;
     if (has_aux_) {
-        aux_batch_ = slice_batch(bt, aux_p, Ta);
+        aux_batch_ = loss.aux_masked ? masked_aux_batch(bt, aux_p, loss.horizon) : slice_batch(bt, aux_p, Ta);
         ain_.upload(dev, aux_batch_, batch_spec());
+        if (loss.aux_masked) {  // each sequence's keys start at its remainder, p_b
+            ensure_size(a_kstart_, dev, aux_p.size());
+            device_copy(dev, a_kstart_.ptr, aux_p.data(), aux_p.size() * sizeof(int), Copy::host_to_device);
+        }
         // ỹ_b = y_used[b, p_b − 1], broadcast over the remainder rows (gather; backward = scatter-add)
         std::vector<int> idx((size_t)B * Ta);
         for (int b = 0; b < B; b++)
@@ -488,8 +508,10 @@ double CGT<real>::forward(const Batch& bt) {
         device_copy(dev, a_idx_.ptr, idx.data(), idx.size() * sizeof(int), Copy::host_to_device);
         const real* yu = s.act(cfg.vae ? "y_used" : "yl");
         if (cfg.L > cfg.ell) op::gather_rows_forward(dev, s.act("aux.ytilde"), yu, a_idx_.ptr, B * Ta, cfg.dy);
+        pass_kstart_ = loss.aux_masked ? a_kstart_.ptr : nullptr;
         real* ax = x_pass_forward("aux.", B, Ta, ain_.tokens.ptr, ain_.vectors.ptr, ain_.pos_ptr(),
                                   cfg.L > cfg.ell ? s.act("aux.ytilde") : nullptr, false);
+        pass_kstart_ = nullptr;
         // (1−η)·L_aux: padding rows past the end weigh 0; a batch of padding only is a loss of 0
         last_aux = ahead_.forward(s, ax, ain_, 1.0 - eta, /*allow_unscored=*/true);
         for (float m : aux_batch_.mask) last_aux_targets += m > 0;
@@ -518,6 +540,7 @@ void CGT<real>::backward() {
         ahead_.backward(s, "aux." + last, ain_);
         const bool gen = cfg.L > cfg.ell;
         x_pass_backward("aux.", B, Ta, ain_.tokens.ptr, ain_.pos_ptr(), gen ? s.act("aux.ytilde") : nullptr, gen ? s.dact("aux.ytilde") : nullptr, false);
+        // (the masked pass's attention backward needs no key start: its att is 0 outside each row's keys)
         if (gen) op::gather_rows_backward(dev, s.dact(cfg.vae ? "y_used" : "yl"), s.dact("aux.ytilde"), a_idx_.ptr, Na, cfg.dy);
     }
     head_.backward(s, last, in_);
@@ -704,7 +727,8 @@ CGTFlops CGT<real>::flops(int Bn, int Tn) const {
     f.x_fwd = m.x; f.y_fwd = m.y; f.gen_fwd = m.gen;
     f.main_fwd = m.x + m.y + m.gen;
     if (cfg.has_y() && loss.eta < 1.0) {
-        const double Ta_mean = loss.horizon > 0 ? loss.horizon : (Tn - 2) / 2.0;  // E[T − p], p ~ U{2..T−1}
+        // rows of the aux pass: the whole sequence (masked), Δ, or E[T − p] with p ~ U{2..T−1}
+        const double Ta_mean = loss.aux_masked ? Tn : loss.horizon > 0 ? loss.horizon : (Tn - 2) / 2.0;
         const PassFlops a = xpass_flops(cfg, Bn, Ta_mean, false);
         f.aux_fwd = a.x + a.gen;
         f.aux_gen_fwd = a.gen;

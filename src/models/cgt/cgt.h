@@ -70,6 +70,8 @@ struct CGTLoss {
     int horizon = 0;      // Δ; 0 = the whole remainder
     double wC = 0, wD = 0;  // R_C, R_D weights
     double zeta_power = 0;  // ζ_s = (s+1)^p in R_C and R_D (0 = uniform, the paper's setting; 2 = quadratic)
+    bool aux_masked = false;  // the aux pass as the full-length masked pass of spec §2.3 (key start s_b per sequence)
+                              // instead of the truncated remainder (the default; same loss and gradient, §7.8(b))
     double wP = 0;          // R_P weight (App. A.2: batch mean and covariance of y^ℓ matched to the GP prior 𝒦)
     double beta = 0;      // VAE KL weight
     double nu_K = 0.03, lambda = 0.1;  // GP prior: 𝒦 = ν_K·I + (1−ν_K)·RBF(λ·T tokens)
@@ -181,6 +183,8 @@ private:
     std::vector<real> eps_host_;
     double logdetK_ = 0;
     int kinv_T_ = -1, k_T_ = -1;
+    Buffer<int> a_kstart_;                 // the masked aux pass: each sequence's first key p_b (on the device)
+    const int* pass_kstart_ = nullptr;     // the key starts of the pass being run (x_block_run), or null
     bool has_aux_ = false, patch_now_ = false;
     Batch aux_batch_;
 };
