@@ -40,7 +40,7 @@ const std::vector<Subcommand> kSubcommands = {
 
 // The flags only some subcommands read: given to another, they are refused rather than ignored.
 const FlagUsers kFlagUsers = {
-    {"--resume", {"train"}}, {"--save-every", {"train"}}, {"--dump-step", {"train", "e2"}}, {"--dump-npy", {"train", "e2"}},
+    {"--resume", {"train"}}, {"--save-every", {"train"}}, {"--grad-accum", {"train", "e2", "e3"}}, {"--dump-step", {"train", "e2"}}, {"--dump-npy", {"train", "e2"}},
     {"--eval-batches", {"eval"}}, {"--task", {"train", "eval"}}, {"--data", {"train", "eval"}}, {"--prompt", {"convert", "generate", "e4"}},
     {"--input", {"e4"}}, {"--load-hf", {"e4"}}, {"--tokenizer", {"e4"}},
     {"--p0", {"convert"}}, {"--save", {"train", "convert"}}, {"--load", {"train", "convert", "eval", "generate", "e2", "e4"}},

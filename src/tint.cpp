@@ -42,7 +42,7 @@ const FlagUsers kFlagUsers = {
     {"--dump-npy", {"train", "lm", "fewshot", "check"}}, {"--task", {"train"}}, {"--data", {"train", "lm"}},
     {"--steps", {"train", "lm", "fewshot"}}, {"--batch", {"train", "lm", "fewshot"}}, {"--lr", {"train", "lm", "fewshot"}},
     {"--warmup", {"train", "lm", "fewshot"}}, {"--eval-every", {"train", "lm", "fewshot"}},
-    {"--beta1", {"train", "lm", "fewshot"}}, {"--beta2", {"train", "lm", "fewshot"}}, {"--adam-eps", {"train", "lm", "fewshot"}},
+    {"--grad-accum", {"train", "lm", "fewshot"}}, {"--beta1", {"train", "lm", "fewshot"}}, {"--beta2", {"train", "lm", "fewshot"}}, {"--adam-eps", {"train", "lm", "fewshot"}},
     {"--init-std", {"check", "eps", "bench"}},
     {"--S", {"check", "params", "lm", "fewshot", "eps", "bench"}}, {"--H-sim", {"check", "params", "lm", "fewshot", "eps", "bench"}},
     {"--eps", {"check", "params", "lm", "fewshot", "eps", "bench"}},
@@ -68,6 +68,7 @@ void register_flags(Cli& cli) {
     cli.flag("--warmup", "100", "train: learning-rate warm-up steps");
     cli.flag("--eval-every", "500", "train: evaluate every N steps");
     add_adamw_flags(cli);  // the auxiliary model's AdamW (train, and lm / fewshot when they train it)
+    add_grad_accum_flag(cli);
     cli.flag("--S", "3", "TinT: weight rows per prefix token (K = d/S prefixes, D = d(S+1))");
     cli.flag("--H-sim", "12", "TinT: heads of the softmax modules");
     cli.flag("--eps", "1e-3", "TinT: finite-difference step ε = 1/N of the LayerNorm / activation backward");

@@ -67,4 +67,19 @@ bool check_batch(const Batch& bt, const BatchSpec& spec) {
     return has_targets;
 }
 
+std::vector<double> loss_weights(const Batch& bt) {
+    if (bt.targets.empty() && bt.target_vecs.empty()) return {};
+    std::vector<double> w(bt.mask.begin(), bt.mask.end());
+    if (bt.Dout == 0)
+        for (size_t i = 0; i < w.size() && i < bt.targets.size(); i++)
+            if (bt.targets[i] < 0) w[i] = 0;  // an ignored position counts for nothing, whatever its mask says
+    return w;
+}
+
+double batch_loss_weight(const Batch& bt) {
+    double s = 0;
+    for (double w : loss_weights(bt)) s += w;
+    return s;
+}
+
 }  // namespace icl

@@ -48,6 +48,11 @@ struct BatchSpec {
 Batch next_token_batch(int B, int T);
 void set_next_token_row(Batch& bt, int b, const int* seq);
 
+// The weight of each position in the loss (B·T): mask, 0 where a token target is ignored (< 0); empty without
+// targets. batch_loss_weight = their sum, the loss's denominator.
+std::vector<double> loss_weights(const Batch& bt);
+double batch_loss_weight(const Batch& bt);
+
 // Check `bt` against the contract above; fails (icl::Error) with one line naming the problem. Returns whether
 // the batch has targets.
 bool check_batch(const Batch& bt, const BatchSpec& spec);

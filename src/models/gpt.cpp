@@ -171,7 +171,7 @@ double GPT<real>::forward(const Batch& bt) {
     const BlockRun<real> run = block_run();
     x = blocks_forward(s, cfg.L, x, run);  // x = x + attn(LN1(x)) ;  x = x + mlp(LN2(x)), L times
     // lnf = LN_f(x); logits = lnf·wteᵀ | pred = lnf·Wheadᵀ + b; the masked mean loss (models/lm_io.h)
-    return head_.forward(s, x, in_);
+    return scale.ce * head_.forward(s, x, in_, scale.ce);
 }
 
 template <typename real>

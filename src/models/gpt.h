@@ -64,8 +64,10 @@ struct GPT {
 
     GPT(const GPTConfig& cfg, Device dev, uint64_t seed);
 
-    // Forward pass; returns the masked mean loss Σ mask·loss / Σ mask (and keeps every activation).
+    // Forward pass; returns the masked mean loss Σ mask·loss / Σ mask (and keeps every activation), times
+    // scale.ce (gradient accumulation, models/lm_io.h; 1 otherwise).
     double forward(const Batch& batch);
+    LossScale scale;
     // Backward pass of the last forward. Zeroes grads first, then fills every parameter and activation gradient.
     void backward();
     // Inference-only logits (B,T,V) or predictions (B,T,d_out) of the last forward, on the host.

@@ -62,13 +62,25 @@ void DeviceBatch<real>::upload(Device dev, const Batch& bt, const BatchSpec& spe
     if (!has_targets) return;
     if (spec.Dout > 0) copy_up(dev, target_vecs, bt.target_vecs);
     else copy_up(dev, targets, bt.targets);
-    weight.assign(bt.mask.begin(), bt.mask.end());
-    if (spec.Dout == 0)
-        for (size_t i = 0; i < weight.size(); i++)
-            if (bt.targets[i] < 0) weight[i] = 0;  // an ignored position counts for nothing, whatever its mask says
+    weight = loss_weights(bt);  // mask, 0 where the target is ignored (data/batch.h)
 }
 
 // ---- the loss --------------------------------------------------------------------------------------------
+
+std::vector<LossScale> plain_accumulation_scales(const std::vector<Batch>& micro) {
+    std::vector<LossScale> sc(micro.size());
+    double W = 0, Bs = 0;
+    std::vector<double> Wi(micro.size());
+    for (size_t i = 0; i < micro.size(); i++) {
+        W += Wi[i] = batch_loss_weight(micro[i]);
+        Bs += micro[i].B;
+    }
+    for (size_t i = 0; i < micro.size(); i++) {
+        sc[i].ce = W > 0 ? Wi[i] / W : 0.0;
+        sc[i].seq = Bs > 0 ? micro[i].B / Bs : 0.0;
+    }
+    return sc;
+}
 
 template <typename real>
 double masked_mean(ModelState<real>& s, const std::string& losses, const std::vector<double>& w, double weight,
@@ -82,7 +94,7 @@ double masked_mean(ModelState<real>& s, const std::string& losses, const std::ve
     }
     dloss_host.assign(w.size(), real(0));
     if (wsum <= 0) {
-        if (!allow_unscored) fail("batch mask is all zero: no position is scored");
+        if (!allow_unscored && weight != 0) fail("batch mask is all zero: no position is scored");
         return 0.0;
     }
     for (size_t i = 0; i < w.size(); i++) dloss_host[i] = (real)(weight * w[i] / wsum);

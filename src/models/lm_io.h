@@ -24,6 +24,17 @@
 
 namespace icl {
 
+// Gradient accumulation (models/trainer.h, --grad-accum K): the factors that make a micro-batch's loss its share of
+// the whole batch's, so that K micro-batches give the whole batch's loss and gradient. ce = W_i/W (the main pass's
+// scored weight, the masked mean's denominator), aux = A_i/A (the CGT's aux pass), seq = B_i/B (terms that are
+// means over sequences: the CGT's R_C and VAE KL). All 1 for a whole batch. A model's forward returns its loss
+// multiplied by these (its share), and its backward the gradient of that share.
+struct LossScale {
+    double ce = 1, aux = 1, seq = 1;
+};
+// ce = W_i/W and seq = B_i/B of each micro-batch (aux = 1): the scales of a model whose loss is one masked mean.
+std::vector<LossScale> plain_accumulation_scales(const std::vector<Batch>& micro);
+
 // The parameters of the head: lnf.w, lnf.b and, for a vector head, head.w (d_out,C), head.b. (The tied head's
 // wte is the token embedding, listed by the model itself.)
 void lm_head_parameters(TensorTable& t, int C, int d_out);
@@ -54,8 +65,8 @@ struct DeviceBatch {
 };
 
 // The masked mean of the per-position losses s.act(losses) (B·T) with the batch's weights, and dloss_host =
-// weight·w/Σw. No scored position: an error, or (allow_unscored, the CGT's aux pass over padding) 0 with a
-// zero gradient.
+// weight·w/Σw. No scored position: an error, or (allow_unscored, the CGT's aux pass over padding; or weight 0, a
+// micro-batch with no share of an accumulated batch's loss) 0 with a zero gradient.
 template <typename real>
 double masked_mean(ModelState<real>& s, const std::string& losses, const std::vector<double>& w, double weight,
                    std::vector<real>& dloss_host, bool allow_unscored = false);

@@ -85,7 +85,7 @@ void ModelState<real>::alloc_acts() {
 
 template <typename real>
 void ModelState<real>::zero_grad() {
-    grads.zero();
+    if (!accumulate_grads) grads.zero();
     if (dacts.ptr) device_zero(dev, dacts.ptr, gtable.total * sizeof(real));
 }
 

@@ -57,7 +57,8 @@ struct ModelState {
     real* dact(const std::string& name) { return dacts.ptr + gtable.offset(name); }
 
     // --- training ---
-    void zero_grad();                        // parameter grads and activation grads
+    void zero_grad();                        // parameter grads (unless accumulate_grads) and activation grads
+    bool accumulate_grads = false;           // gradient accumulation: backward adds to the parameter grads
     double grad_norm();                      // global L2 norm of the parameter gradients
     // Clip to cfg.grad_clip, then one AdamW step at learning rate lr. Returns the norm before clipping.
     double update(const AdamWConfig& cfg, double lr);

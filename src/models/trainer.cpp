@@ -24,6 +24,18 @@ void add_train_flags(Cli& cli) {
                              "(bit-identical to not stopping, with the same --threads); only --steps --out --save --save-every "
                              "--threads --device --tf32 --dump-npy --dump-step may be given");
     cli.flag("--dump-step", "1", "with --dump-npy: the training step to dump (1 = the first)");
+    add_grad_accum_flag(cli);
+}
+
+void add_grad_accum_flag(Cli& cli) {
+    cli.flag("--grad-accum", "1", "micro-batches per step: K batches of --batch, their gradients summed, make one step — the step of one "
+                                  "batch of K·B to fp32 rounding (memory of B); the CGT's R_D and R_P are then per micro-batch");
+}
+
+int grad_accum_from_cli(const Cli& cli) {
+    const int k = (int)cli.get_int("--grad-accum", 1, 1 << 16);
+    if (k > 1 && cli.has_value("--dump-npy")) fail_usage("--dump-npy: dumps one batch's step; not with --grad-accum > 1");
+    return k;
 }
 
 void add_adamw_flags(Cli& cli) {
@@ -93,6 +105,7 @@ TrainOptions train_options(const Cli& cli, const std::string& binary, const std:
     o.adam.grad_clip = (float)cli.get_double("--grad-clip", 0, 1e30);
     o.eval_every = (int)cli.get_int("--eval-every", 0, 1 << 30);
     o.save_every = (int)cli.get_int("--save-every", 0, 1 << 30);
+    o.grad_accum = grad_accum_from_cli(cli);
     o.run_dir = run_dir;
     make_dirs(o.run_dir);
     o.save_path = cli.has_value("--save") ? cli.get("--save") : o.run_dir + "/model.safetensors";
@@ -101,7 +114,7 @@ TrainOptions train_options(const Cli& cli, const std::string& binary, const std:
     o.dump_step = (int)cli.get_int("--dump-step", 1, 1 << 30) - 1;
     if (!o.dump_dir.empty() && o.dump_step >= steps)
         fail_usage(strfmt("--dump-step %d: the run has only %d steps", o.dump_step + 1, steps));
-    o.tokens_per_step = tokens_per_step;
+    o.tokens_per_step = tokens_per_step * o.grad_accum;
     o.flags = cli.values();
     o.resume_path = cli.has_flag("--resume") ? cli.get("--resume") : "";
     return o;

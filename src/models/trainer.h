@@ -8,8 +8,14 @@
 // kResumeMayChange may differ), the same state, so steps 11… are bit-identical to the uninterrupted run's (same
 // thread count; tests/test_workflow.cpp).
 //
-// A Model is anything with   double forward(const Batch&);  void backward();  ModelState<real> s;
-// (GPT, CGT, the kernel LM). Evaluation is a callback returning named metrics
+// A Model is anything with   double forward(const Batch&);  void backward();  ModelState<real> s;  LossScale scale;
+// (GPT, CGT, the kernel LM).
+//
+// Gradient accumulation (--grad-accum K): a step draws K micro-batches from next_batch, asks the model for each
+// one's share of the loss (accumulation_scales below: W_i/W of the scored weight, the CGT's aux share and
+// sequence share too), runs forward/backward on each with the model's `scale` set to it and the parameter
+// gradients accumulating, then updates once. The step is the one of a single batch of K·B whenever the data
+// stream gives the same sequences in K draws of B as in one of K·B (every task of src/data does; the tests say so). Evaluation is a callback returning named metrics
 // ("val_loss", "val_acc", …), logged as columns and plotted when their name contains "loss".
 #pragma once
 #include <cmath>
@@ -39,6 +45,7 @@ struct TrainOptions {
     AdamWConfig adam;
     int eval_every = 50;           // 0 = only at the end
     int save_every = 0;            // > 0: a resumable <run_dir>/checkpoint-<step>.safetensors every N steps
+    int grad_accum = 1;            // micro-batches per step (--grad-accum): next_batch is called this often per step
     int progress_every = 10;       // progress lines when stderr is not a terminal
     std::string run_dir;           // log.csv, loss.png, checkpoint-<step>.safetensors go here
     std::string save_path;         // the final model's checkpoint ("" = none)
@@ -66,6 +73,10 @@ void add_train_flags(Cli& cli);
 // --beta1 --beta2 --adam-eps alone (part of add_train_flags; tint and duallens, whose trainers have their own
 // schedule flags, add just these) and the AdamW config they give (weight decay 0, clipping 1 unless set after).
 void add_adamw_flags(Cli& cli);
+// --grad-accum K (part of add_train_flags; binaries that build their TrainOptions themselves add it alone) and its
+// value, refusing --dump-npy with K > 1.
+void add_grad_accum_flag(Cli& cli);
+int grad_accum_from_cli(const Cli& cli);
 AdamWConfig adamw_from_cli(const Cli& cli);
 
 // --resume CKPT, right after cli.parse(): every flag of the resumed run comes from the checkpoint (Cli::inherit;
@@ -125,6 +136,16 @@ auto model_dump_extras(const Model& m, int) -> decltype((void)m.aux_p, std::vect
 template <typename Model>
 std::vector<typename decltype(Model::s)::IntArray> model_dump_extras(const Model&, long) { return {}; }
 
+// The loss scales of K micro-batches: the model's own (the CGT: its aux pass), else plain_accumulation_scales.
+template <typename Model>
+auto accumulation_scales(Model& m, const std::vector<Batch>& micro, int) -> decltype(m.accumulation_scales(micro)) {
+    return m.accumulation_scales(micro);
+}
+template <typename Model>
+std::vector<LossScale> accumulation_scales(Model&, const std::vector<Batch>& micro, long) {
+    return plain_accumulation_scales(micro);
+}
+
 template <typename Model>
 TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int)>& next_batch,
                   const std::function<std::map<std::string, double>()>& evaluate) {
@@ -149,14 +170,25 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
     double t_total = 0;
     int timed = 0;
     for (int step = start; step < o.steps; step++) {
-        Batch batch = next_batch(step);
+        std::vector<Batch> micro;  // the step's batch, or its K micro-batches
+        for (int i = 0; i < std::max(1, o.grad_accum); i++) micro.push_back(next_batch(step));
+        const Batch& batch = micro[0];
         double t0 = now_seconds(), t_dump = 0;
-        double loss = m.forward(batch);
-        if (!std::isfinite(loss)) {
-            progress.finish();
-            fail(strfmt("step %d: the loss is %s; stopping (last good checkpoint: %s)", step + 1, std::isnan(loss) ? "NaN" : "Inf", last_ckpt.c_str()));
+        const std::vector<LossScale> scales = micro.size() > 1 ? accumulation_scales(m, micro, 0) : std::vector<LossScale>(1);
+        double loss = 0;
+        for (size_t i = 0; i < micro.size(); i++) {
+            m.scale = scales[i];                  // this micro-batch's share of the step's loss (1 without accumulation)
+            m.s.accumulate_grads = i > 0;         // the first backward zeroes the parameter grads, the others add
+            const double li = m.forward(micro[i]);
+            if (!std::isfinite(li)) {
+                progress.finish();
+                fail(strfmt("step %d: the loss is %s; stopping (last good checkpoint: %s)", step + 1, std::isnan(li) ? "NaN" : "Inf", last_ckpt.c_str()));
+            }
+            m.backward();
+            loss += li;
         }
-        m.backward();
+        m.scale = LossScale{};
+        m.s.accumulate_grads = false;
         if (step == o.dump_step && !o.dump_dir.empty()) {  // not part of the step's time
             const double td = now_seconds();
             m.s.dump_npy(o.dump_dir, step + 1, &batch, model_dump_extras(m, 0));

@@ -384,12 +384,12 @@ void CGT<real>::x_pass_backward(const std::string& pre, int Bp, int Tp, const in
                     real* lv = s.act(pre + "vae.logv");
                     real* dlv = s.dact(pre + "vae.logv");
                     op::reparam_backward(dev, dyl, dlv, s.dact(pre + "y_used"), lv, s.act(pre + "vae.eps"), (int64_t)N * dy);
-                    if (loss.beta > 0) op::gp_kl_backward(dev, dyl, dlv, yl, lv, d_kinv_.ptr, loss.beta, Bp, Tp, dy);
+                    if (loss.beta > 0) op::gp_kl_backward(dev, dyl, dlv, yl, lv, d_kinv_.ptr, loss.beta * scale.seq, Bp, Tp, dy);
                     op::matmul_backward(dev, dyl, s.grad("vae.logv.w"), s.grad("vae.logv.b"), dlv, yl, s.param("vae.logv.w"), N, dy, dy);
                 }
-                if (loss.wC > 0) op::continuity_reg_backward(dev, dyl, yl, loss.wC, Bp, Tp, dy, loss.zeta_power);
-                if (loss.wD > 0) op::decorrelation_reg_backward(dev, dyl, yl, loss.wD, Bp, Tp, dy, loss.zeta_power);
-                if (loss.wP > 0) op::prior_reg_backward(dev, dyl, yl, d_k_.ptr, loss.wP, Bp, Tp, dy);
+                if (loss.wC > 0) op::continuity_reg_backward(dev, dyl, yl, loss.wC * scale.seq, Bp, Tp, dy, loss.zeta_power);
+                if (loss.wD > 0) op::decorrelation_reg_backward(dev, dyl, yl, loss.wD * scale.seq, Bp, Tp, dy, loss.zeta_power);
+                if (loss.wP > 0) op::prior_reg_backward(dev, dyl, yl, d_k_.ptr, loss.wP * scale.seq, Bp, Tp, dy);
                 if (cfg.ln_gen)  // yl = LN(y.res3)
                     op::layernorm_backward(dev, s.dact(h + "y.res3"), s.grad("yl_ln.w"), s.grad("yl_ln.b"), dyl, s.act(h + "y.res3"),
                                            s.param("yl_ln.w"), s.act(pre + "yl.mean"), s.act(pre + "yl.rstd"), N, dy);
@@ -446,6 +446,43 @@ static Batch masked_aux_batch(const Batch& bt, const std::vector<int>& p, int ho
 }
 
 template <typename real>
+int CGT<real>::aux_hi(const Batch& bt) const {
+    const int hi = loss.horizon > 0 ? bt.T - loss.horizon : bt.T - 1;
+    if (hi < 2) fail(strfmt("aux loss: sequence length %d too short for horizon %d (need p in [2, T-Δ])", bt.T, loss.horizon));
+    return hi;
+}
+
+template <typename real>
+std::vector<int> CGT<real>::draw_aux_positions(const Batch& bt) {
+    const int hi = aux_hi(bt);
+    std::vector<int> p(bt.B, 0);
+    for (auto& v : p) v = 2 + (int)rng_.below((uint64_t)(hi - 1));
+    return p;
+}
+
+template <typename real>
+std::vector<LossScale> CGT<real>::accumulation_scales(const std::vector<Batch>& micro) {
+    std::vector<LossScale> sc = plain_accumulation_scales(micro);
+    queued_aux_p_.clear();
+    if (!cfg.has_y() || loss.eta >= 1.0) return sc;
+    std::vector<double> A(micro.size(), 0.0);
+    double Asum = 0;
+    for (size_t i = 0; i < micro.size(); i++) {
+        const Batch& bt = micro[i];
+        if (bt.targets.empty() && bt.target_vecs.empty()) continue;
+        std::vector<int> p = draw_aux_positions(bt);
+        const std::vector<double> w = loss_weights(bt);
+        // the aux pass scores the targets of inputs p_b .. p_b+Δ−1 (Δ = 0: to the end), truncated or masked alike
+        for (int b = 0; b < bt.B; b++)
+            for (int t = p[b]; t < bt.T && (loss.horizon == 0 || t < p[b] + loss.horizon); t++) A[i] += w[(size_t)b * bt.T + t];
+        Asum += A[i];
+        queued_aux_p_.push_back(std::move(p));
+    }
+    for (size_t i = 0; i < micro.size(); i++) sc[i].aux = Asum > 0 ? A[i] / Asum : 0.0;
+    return sc;
+}
+
+template <typename real>
 double CGT<real>::forward(const Batch& bt) {
     const Device dev = s.dev;
     in_.upload(dev, bt, batch_spec());  // the batch contract (data/batch.h), then the device copies
@@ -453,11 +490,13 @@ double CGT<real>::forward(const Batch& bt) {
     has_aux_ = in_.has_targets && cfg.has_y() && loss.eta < 1.0;
     int Ta_new = 0;
     if (has_aux_) {
-        const int hi = loss.horizon > 0 ? bt.T - loss.horizon : bt.T - 1;
-        if (hi < 2) fail(strfmt("aux loss: sequence length %d too short for horizon %d (need p in [2, T-Δ])", bt.T, loss.horizon));
-        if (!hold_random || aux_p.size() != (size_t)bt.B) {
-            aux_p.assign(bt.B, 0);
-            for (auto& p : aux_p) p = 2 + (int)rng_.below((uint64_t)(hi - 1));
+        const int hi = aux_hi(bt);
+        if (!queued_aux_p_.empty()) {  // drawn by accumulation_scales
+            aux_p = queued_aux_p_.front();
+            queued_aux_p_.pop_front();
+            if (aux_p.size() != (size_t)bt.B) fail("CGT: a queued aux draw does not match the batch (accumulation_scales)");
+        } else if (!hold_random || aux_p.size() != (size_t)bt.B) {
+            aux_p = draw_aux_positions(bt);
         }
         int pmin = bt.T;
         for (int p : aux_p) {
@@ -490,9 +529,9 @@ double CGT<real>::forward(const Batch& bt) {
     last_aux_targets = 0;
     const double eta = cfg.has_y() ? loss.eta : 1.0;
     // η·CE: LN_f, the head and the masked mean (models/lm_io.h); NaN without targets
-    last_ce = head_.forward(s, x, in_, eta);
+    last_ce = head_.forward(s, x, in_, eta * scale.ce);
     if (!in_.has_targets) return NAN;
-    double total = eta * last_ce;
+    double total = eta * scale.ce * last_ce;
     if (has_aux_) {
         aux_batch_ = loss.aux_masked ? masked_aux_batch(bt, aux_p, loss.horizon) : slice_batch(bt, aux_p, Ta);
         ain_.upload(dev, aux_batch_, batch_spec());
@@ -513,17 +552,17 @@ double CGT<real>::forward(const Batch& bt) {
                                   cfg.L > cfg.ell ? s.act("aux.ytilde") : nullptr, false);
         pass_kstart_ = nullptr;
         // (1−η)·L_aux: padding rows past the end weigh 0; a batch of padding only is a loss of 0
-        last_aux = ahead_.forward(s, ax, ain_, 1.0 - eta, /*allow_unscored=*/true);
+        last_aux = ahead_.forward(s, ax, ain_, (1.0 - eta) * scale.aux, /*allow_unscored=*/true);
         for (float m : aux_batch_.mask) last_aux_targets += m > 0;
-        total += (1.0 - eta) * last_aux;
+        total += (1.0 - eta) * scale.aux * last_aux;
     }
     if (cfg.has_y()) {
         const real* yl = s.act("yl");
-        if (loss.wC > 0) total += loss.wC * (last_rc = op::continuity_reg_forward(dev, yl, B, T, cfg.dy, loss.zeta_power));
-        if (loss.wD > 0) total += loss.wD * (last_rd = op::decorrelation_reg_forward(dev, yl, B, T, cfg.dy, loss.zeta_power));
-        if (loss.wP > 0) total += loss.wP * (last_rp = op::prior_reg_forward(dev, yl, d_k_.ptr, B, T, cfg.dy));
+        if (loss.wC > 0) total += loss.wC * scale.seq * (last_rc = op::continuity_reg_forward(dev, yl, B, T, cfg.dy, loss.zeta_power));
+        if (loss.wD > 0) total += loss.wD * scale.seq * (last_rd = op::decorrelation_reg_forward(dev, yl, B, T, cfg.dy, loss.zeta_power));
+        if (loss.wP > 0) total += loss.wP * scale.seq * (last_rp = op::prior_reg_forward(dev, yl, d_k_.ptr, B, T, cfg.dy));
         if (cfg.vae && loss.beta > 0)
-            total += loss.beta * (last_kl = op::gp_kl_forward(dev, yl, s.act("vae.logv"), d_kinv_.ptr, logdetK_, B, T, cfg.dy));
+            total += loss.beta * scale.seq * (last_kl = op::gp_kl_forward(dev, yl, s.act("vae.logv"), d_kinv_.ptr, logdetK_, B, T, cfg.dy));
     }
     return total;
 }

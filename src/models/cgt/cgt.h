@@ -23,6 +23,7 @@
 // Index convention: p_b is the 0-indexed position of the first remainder input (spec's 1-indexed s = p_b + 1);
 // p ∈ [2, T−1], or [2, T−Δ] with horizon Δ (T = number of model inputs = n − 1).
 #pragma once
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,15 @@ struct CGT {
     double forward(const Batch& batch);
     void backward();
     void set_aux_positions(const std::vector<int>& p) { aux_p = p; hold_random = true; }
+    // Gradient accumulation (models/trainer.h): each term of the loss scaled to its share of the whole batch
+    // (η·CE by ce, (1−η)·L_aux by aux, the regularizers and the KL by seq; models/lm_io.h). R_D and R_P are
+    // statistics of the batch: under accumulation each micro-batch has its own (spec §3.5: "R_D depends on
+    // micro-batch composition").
+    LossScale scale;
+    // The scales of K micro-batches that make them one batch: draws each micro-batch's aux positions now, as the
+    // forwards would in turn (so the whole batch's draws), queues them for the next K forwards, and returns
+    // ce = W_i/W, aux = A_i/A (A: the aux pass's scored weight), seq = B_i/B.
+    std::vector<LossScale> accumulation_scales(const std::vector<Batch>& micro);
 
     // ---- inference (spec §1.9); outputs are logits (…,V) or predictions (…,d_out), on the host ----
     std::vector<real> outputs();                        // main-pass outputs of the last forward (B,T,·)
@@ -184,6 +194,9 @@ private:
     double logdetK_ = 0;
     int kinv_T_ = -1, k_T_ = -1;
     Buffer<int> a_kstart_;                 // the masked aux pass: each sequence's first key p_b (on the device)
+    std::deque<std::vector<int>> queued_aux_p_;  // accumulation_scales' draws, one per coming forward
+    std::vector<int> draw_aux_positions(const Batch& bt);  // p_b in [2, hi] for each sequence, from rng_
+    int aux_hi(const Batch& bt) const;                     // the last aux start a sequence of bt.T admits
     const int* pass_kstart_ = nullptr;     // the key starts of the pass being run (x_block_run), or null
     bool has_aux_ = false, patch_now_ = false;
     Batch aux_batch_;

@@ -144,7 +144,7 @@ double KernelLM<real>::forward(const Batch& bt) {
     const BlockRun<real> run = block_run(in_.pos_ptr());
     x = blocks_forward(s, cfg.L, x, run);  // x = x + kattn(LN1(x)) ;  x = x + mlp(LN2(x)), L times
     // lnf = LN_f(x); logits = lnf·wteᵀ (tied); the masked mean loss (models/lm_io.h)
-    return head_.forward(s, x, in_);
+    return scale.ce * head_.forward(s, x, in_, scale.ce);
 }
 
 template <typename real>

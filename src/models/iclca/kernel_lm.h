@@ -61,8 +61,10 @@ struct KernelLM {
 
     KernelLM(const KernelLMConfig& cfg, Device dev, uint64_t seed);
 
-    // Parallel form. Returns the masked mean loss (NaN when the batch has no targets); keeps activations.
+    // Parallel form. Returns the masked mean loss (NaN when the batch has no targets) times scale.ce (gradient
+    // accumulation, models/lm_io.h); keeps activations.
     double forward(const Batch& batch);
+    LossScale scale;
     void backward();
     std::vector<real> outputs();  // logits (B,T,V) of the last forward, on the host
 

@@ -114,7 +114,8 @@ GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string&
     o.run_dir = dir;
     o.save_path = save;
     o.dump_dir = cli.get("--dump-npy");
-    o.tokens_per_step = (int64_t)B * T;
+    o.grad_accum = grad_accum_from_cli(cli);
+    o.tokens_per_step = (int64_t)B * T * o.grad_accum;
     o.eval_columns = {"val_loss"};
     o.title = "tint train: auxiliary " + g.act + " model on " + task;
     Rng tr = Rng(seed).split(101), vr = Rng(seed).split(202);
