@@ -112,7 +112,7 @@ int run_main(int argc, char** argv) {
         names += std::string(names.empty() ? "" : " ") + s->name;
     }
     if (!cgt)
-        for (const char* f : {"--ell", "--dy", "--heads-y", "--rank", "--templates", "--mix", "--vae", "--ln-gen", "--eta", "--horizon", "--aux-pass", "--wc", "--wd", "--zeta-power", "--wp",
+        for (const char* f : {"--ell", "--dy", "--heads-y", "--rank", "--templates", "--mix", "--vae", "--ln-gen", "--beta-warmup", "--free-bits", "--eta", "--horizon", "--aux-pass", "--wc", "--wd", "--zeta-power", "--wp",
                               "--beta", "--nu-K", "--lambda"})
             if (cli.given(f)) fail_usage(std::string(f) + ": bench " + names + " does not use it (only cgt)");
 

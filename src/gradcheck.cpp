@@ -54,7 +54,7 @@ int run(int argc, char** argv) {
     if (cli.given("--ref") && cli.get("--devices").empty()) fail_usage("--ref: only --devices reads it");
     if (cli.given("--h") && !cli.get("--devices").empty()) fail_usage("--h: --devices compares two devices, no finite differences");
     if (model_kind == "gpt")
-        for (const char* f : {"--ell", "--dy", "--heads-y", "--rank", "--templates", "--mix", "--vae", "--ln-gen", "--eta", "--horizon", "--aux-pass", "--wc", "--wd", "--zeta-power", "--wp",
+        for (const char* f : {"--ell", "--dy", "--heads-y", "--rank", "--templates", "--mix", "--vae", "--ln-gen", "--beta-warmup", "--free-bits", "--eta", "--horizon", "--aux-pass", "--wc", "--wd", "--zeta-power", "--wp",
                               "--beta", "--nu-K", "--lambda"})
             if (cli.given(f)) fail_usage(std::string(f) + ": a CGT flag; use --model cgt");
     const int B = (int)cli.get_int("--batch", 1, 4096), T = (int)cli.get_int("--seq", 1, 1 << 16);

@@ -3,6 +3,8 @@
 // invariants of spec/cgt.md §7 as assertions.
 #include <doctest/doctest.h>
 
+#include <memory>
+
 #include <cmath>
 #include <vector>
 
@@ -521,6 +523,49 @@ TEST_CASE("masked full-length aux pass (§2.3, §7.8 b) = the truncated pass: au
     bool finite = true;
     for (float z : f.s.fetch_act("aux.logits")) finite &= std::isfinite(z);
     CHECK(finite);
+}
+
+TEST_CASE("VAE remedies: β warm-up scales the KL term and its gradient by min(1, (step+1)/N); free bits cut the KL's gradient below the threshold") {
+    CGTConfig c = tiny_cfg(8);
+    c.vae = true;
+    const Batch bt = tiny_arith(3, 8, 13);
+    auto make = [&](double beta, int warm, double fb) {
+        auto m = std::make_unique<CGT<double>>(c, Device::cpu, 4);
+        randomize(*m, 9, 0.3);
+        m->loss.eta = 0.5; m->loss.beta = beta; m->loss.beta_warmup = warm; m->loss.free_bits = fb;
+        m->set_aux_positions({2, 5, 3});  // also holds the VAE noise: every forward sees the same ε
+        return m;
+    };
+    auto grads = [](CGT<double>& m) { return m.s.to_host(m.s.grads, 0, m.s.ptable.total); };
+    // warm-up: at step 3 of 10, the loss is that of β·0.4 exactly, and so is the gradient
+    auto w = make(0.5, 10, 0), r = make(0.5 * 0.4, 0, 0);
+    w->set_train_step(3);
+    const double lw = w->forward(bt), lr = r->forward(bt);
+    CHECK(w->beta_now() == doctest::Approx(0.2).epsilon(1e-15));
+    CHECK(lw == doctest::Approx(lr).epsilon(1e-14));
+    w->backward();
+    r->backward();
+    const auto gw = grads(*w), gr = grads(*r);
+    double d = 0;
+    for (size_t i = 0; i < gw.size(); i++) d = std::max(d, std::fabs(gw[i] - gr[i]));
+    CHECK(d < 1e-13);
+    w->set_train_step(50);  // past the warm-up: β
+    CHECK(w->beta_now() == 0.5);
+    check_rows(fd_check_params(*w, bt, 1e-5, 1e-8, 1e-6));
+    // free bits above the KL: the KL term is the constant β·λ, its gradient 0 — every gradient equals β = 0's
+    auto probe = make(0.5, 0, 0);
+    probe->forward(bt);
+    const double kl = probe->last_kl;
+    REQUIRE(kl > 0);
+    auto f = make(0.5, 0, 2 * kl), z = make(0.0, 0, 0);
+    const double lf = f->forward(bt), lz = z->forward(bt);
+    CHECK(lf == doctest::Approx(lz + 0.5 * 2 * kl).epsilon(1e-14));
+    f->backward();
+    z->backward();
+    CHECK(grads(*f) == grads(*z));
+    // free bits below the KL change nothing
+    auto g = make(0.5, 0, 0.5 * kl);
+    CHECK(g->forward(bt) == probe->forward(bt));
 }
 
 TEST_CASE("--ln-gen (spec §1.4's option): y^ℓ = LN(y) row by row; fp64 gradient check of the full loss, VAE too; config round trip") {

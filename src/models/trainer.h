@@ -146,6 +146,12 @@ std::vector<LossScale> accumulation_scales(Model&, const std::vector<Batch>& mic
     return plain_accumulation_scales(micro);
 }
 
+// Tell the model the step about to run, if it wants it (the CGT's β warm-up).
+template <typename Model>
+auto tell_step(Model& m, int step, int) -> decltype(m.set_train_step(step)) { m.set_train_step(step); }
+template <typename Model>
+void tell_step(Model&, int, long) {}
+
 template <typename Model>
 TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int)>& next_batch,
                   const std::function<std::map<std::string, double>()>& evaluate) {
@@ -170,6 +176,7 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
     double t_total = 0;
     int timed = 0;
     for (int step = start; step < o.steps; step++) {
+        tell_step(m, step, 0);
         std::vector<Batch> micro;  // the step's batch, or its K micro-batches
         for (int i = 0; i < std::max(1, o.grad_accum); i++) micro.push_back(next_batch(step));
         const Batch& batch = micro[0];

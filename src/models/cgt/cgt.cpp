@@ -93,6 +93,8 @@ void add_cgt_flags(Cli& cli, const CGTFlagDefaults& d) {
     cli.flag("--zeta-power", "0", "p of the regularizers' position weights ζ_s = s^p (s = 1, 2, … from the sequence start; 0 = uniform, as in the paper; 2 = quadratic, spec §3.5)");
     cli.flag("--wp", "0", "w_P: weight of R_P, App. A.2's distribution matching (batch mean → 0, batch covariance of y^ℓ over all (position, component) pairs → the GP prior 𝒦⊗I; memory (T·d_y)², T·d_y ≤ 8192)");
     cli.flag("--beta", d.beta, "VAE KL weight β");
+    cli.flag("--beta-warmup", "0", "VAE: KL annealing, β·min(1, step/N) over the first N training steps (0 = off)");
+    cli.flag("--free-bits", "0", "VAE: free nats, the KL term is β·max(KL, this) so that y feels no KL pull while its KL per position (summed over components) is below it (0 = off)");
     cli.flag("--nu-K", "0.03", "GP prior: ν_K (𝒦 = ν_K·I + (1−ν_K)·RBF)");
     cli.flag("--lambda", "0.1", "GP prior: RBF length λ as a fraction of the sequence length");
 }
@@ -126,6 +128,8 @@ CGTLoss cgt_loss_from_cli(const Cli& cli, const CGTConfig& cfg) {
     ls.zeta_power = cli.get_double("--zeta-power", 0, 8);
     ls.wP = cli.get_double("--wp", 0, 1e6);
     ls.beta = cfg.vae ? cli.get_double("--beta", 0, 1e6) : 0.0;
+    ls.beta_warmup = (int)cli.get_int("--beta-warmup", 0, 1 << 30);
+    ls.free_bits = cli.get_double("--free-bits", 0, 1e6);
     ls.nu_K = cli.get_double("--nu-K", 1e-6, 1);
     ls.lambda = cli.get_double("--lambda", 1e-6, 1e3);
     return ls;
@@ -384,7 +388,7 @@ void CGT<real>::x_pass_backward(const std::string& pre, int Bp, int Tp, const in
                     real* lv = s.act(pre + "vae.logv");
                     real* dlv = s.dact(pre + "vae.logv");
                     op::reparam_backward(dev, dyl, dlv, s.dact(pre + "y_used"), lv, s.act(pre + "vae.eps"), (int64_t)N * dy);
-                    if (loss.beta > 0) op::gp_kl_backward(dev, dyl, dlv, yl, lv, d_kinv_.ptr, loss.beta * scale.seq, Bp, Tp, dy);
+                    if (loss.beta > 0 && kl_weight_ != 0) op::gp_kl_backward(dev, dyl, dlv, yl, lv, d_kinv_.ptr, kl_weight_, Bp, Tp, dy);
                     op::matmul_backward(dev, dyl, s.grad("vae.logv.w"), s.grad("vae.logv.b"), dlv, yl, s.param("vae.logv.w"), N, dy, dy);
                 }
                 if (loss.wC > 0) op::continuity_reg_backward(dev, dyl, yl, loss.wC * scale.seq, Bp, Tp, dy, loss.zeta_power);
@@ -443,6 +447,12 @@ static Batch masked_aux_batch(const Batch& bt, const std::vector<int>& p, int ho
         for (int t = 0; t < bt.T; t++)
             if (t < p[b] || (horizon > 0 && t >= p[b] + horizon)) a.mask[(size_t)b * bt.T + t] = 0.f;
     return a;
+}
+
+template <typename real>
+double CGT<real>::beta_now() const {
+    if (loss.beta_warmup <= 0 || train_step_ < 0) return loss.beta;
+    return loss.beta * std::min(1.0, (train_step_ + 1.0) / loss.beta_warmup);
 }
 
 template <typename real>
@@ -561,8 +571,14 @@ double CGT<real>::forward(const Batch& bt) {
         if (loss.wC > 0) total += loss.wC * scale.seq * (last_rc = op::continuity_reg_forward(dev, yl, B, T, cfg.dy, loss.zeta_power));
         if (loss.wD > 0) total += loss.wD * scale.seq * (last_rd = op::decorrelation_reg_forward(dev, yl, B, T, cfg.dy, loss.zeta_power));
         if (loss.wP > 0) total += loss.wP * scale.seq * (last_rp = op::prior_reg_forward(dev, yl, d_k_.ptr, B, T, cfg.dy));
-        if (cfg.vae && loss.beta > 0)
-            total += loss.beta * scale.seq * (last_kl = op::gp_kl_forward(dev, yl, s.act("vae.logv"), d_kinv_.ptr, logdetK_, B, T, cfg.dy));
+        if (cfg.vae && loss.beta > 0) {
+            // β·KL, or with free bits β·max(KL, free_bits) (no gradient while KL is below them); β warmed up
+            last_kl = op::gp_kl_forward(dev, yl, s.act("vae.logv"), d_kinv_.ptr, logdetK_, B, T, cfg.dy);
+            const double b = beta_now() * scale.seq;
+            const bool free = loss.free_bits > 0 && last_kl < loss.free_bits;
+            kl_weight_ = free ? 0.0 : b;
+            total += b * (free ? loss.free_bits : last_kl);
+        }
     }
     return total;
 }

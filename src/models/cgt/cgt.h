@@ -75,6 +75,8 @@ struct CGTLoss {
                               // instead of the truncated remainder (the default; same loss and gradient, §7.8(b))
     double wP = 0;          // R_P weight (App. A.2: batch mean and covariance of y^ℓ matched to the GP prior 𝒦)
     double beta = 0;      // VAE KL weight
+    int beta_warmup = 0;  // KL annealing: β·min(1, step/N) over the first N training steps (0 = β throughout)
+    double free_bits = 0; // free nats: the KL term is β·max(KL, this), so no pull on y while KL < this (nats per position)
     double nu_K = 0.03, lambda = 0.1;  // GP prior: 𝒦 = ν_K·I + (1−ν_K)·RBF(λ·T tokens)
 };
 
@@ -129,6 +131,9 @@ struct CGT {
     double forward(const Batch& batch);
     void backward();
     void set_aux_positions(const std::vector<int>& p) { aux_p = p; hold_random = true; }
+    // The training step (0-based; models/trainer.h calls it before each step): the VAE's β warm-up reads it.
+    void set_train_step(int step) { train_step_ = step; }
+    double beta_now() const;  // β of the current step (warm-up applied; β outside training)
     // Gradient accumulation (models/trainer.h): each term of the loss scaled to its share of the whole batch
     // (η·CE by ce, (1−η)·L_aux by aux, the regularizers and the KL by seq; models/lm_io.h). R_D and R_P are
     // statistics of the batch: under accumulation each micro-batch has its own (spec §3.5: "R_D depends on
@@ -193,6 +198,8 @@ private:
     std::vector<real> eps_host_;
     double logdetK_ = 0;
     int kinv_T_ = -1, k_T_ = -1;
+    int train_step_ = -1;     // set_train_step
+    double kl_weight_ = 0;    // the KL's gradient weight in the last forward (β_now·scale, 0 under the free bits)
     Buffer<int> a_kstart_;                 // the masked aux pass: each sequence's first key p_b (on the device)
     std::deque<std::vector<int>> queued_aux_p_;  // accumulation_scales' draws, one per coming forward
     std::vector<int> draw_aux_positions(const Batch& bt);  // p_b in [2, hi] for each sequence, from rng_

@@ -166,7 +166,7 @@ CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, u
     nlohmann::json s = run_summary("train_cgt", cli, task, cfg.to_json(), cfg.num_params(), threads, dev, o, run.train);
     s["variant"] = v.name;
     s["seed"] = seed;
-    s["loss"] = {{"eta", cfg.has_y() ? ls.eta : 1.0}, {"horizon", ls.horizon}, {"wC", ls.wC}, {"wD", ls.wD}, {"zeta_power", ls.zeta_power}, {"wP", ls.wP}, {"aux_pass", ls.aux_masked ? "masked" : "truncated"}, {"beta", ls.beta},
+    s["loss"] = {{"eta", cfg.has_y() ? ls.eta : 1.0}, {"horizon", ls.horizon}, {"wC", ls.wC}, {"wD", ls.wD}, {"zeta_power", ls.zeta_power}, {"wP", ls.wP}, {"aux_pass", ls.aux_masked ? "masked" : "truncated"}, {"beta", ls.beta}, {"beta_warmup", ls.beta_warmup}, {"free_bits", ls.free_bits},
                  {"nu_K", ls.nu_K}, {"lambda", ls.lambda}};
     s["gflop_per_step"] = fl.total_step / 1e9;
     const EvalSet es = make_eval_set(task, eo);
