@@ -31,7 +31,7 @@ const std::vector<Subcommand> kSubcommands = {
 const std::vector<std::string> kExp = {"experiment"};
 const FlagUsers kFlagUsers = {
     {"--load", {}}, {"--save", {}}, {"--dump-npy", {"check"}}, {"--features", {"features"}}, {"--feature-seeds", {"features"}},
-    {"--steps", kExp}, {"--batch", kExp}, {"--lr", kExp}, {"--beta1", kExp}, {"--beta2", kExp}, {"--adam-eps", kExp},
+    {"--steps", kExp}, {"--batch", kExp}, {"--grad-accum", kExp}, {"--lr", kExp}, {"--beta1", kExp}, {"--beta2", kExp}, {"--adam-eps", kExp},
     {"--models", kExp}, {"--noises", kExp}, {"--families", kExp}, {"--seeds", kExp}, {"--dim", kExp}, {"--pairs", kExp},
     {"--init-std", kExp}, {"--width", kExp}, {"--heads", kExp}, {"--warmup", kExp}, {"--eval-every", kExp},
     {"--val-prompts", kExp}, {"--test-prompts", kExp}, {"--retabulate", kExp},
@@ -54,6 +54,7 @@ void register_flags(Cli& cli) {
     cli.flag("--warmup", "100", "experiment: learning-rate warm-up steps (then cosine to 0.1 lr)");
     cli.flag("--eval-every", "250", "experiment: validation nMSE (learning curves) every N steps");
     add_adamw_flags(cli);  // experiment: the trained models' AdamW (no weight decay, clipping at 1)
+    add_grad_accum_flag(cli);
     cli.flag("--val-prompts", "1000", "experiment: fixed validation prompts for the learning curves");
     cli.flag("--test-prompts", "10000", "experiment: fresh test prompts for the final table");
     cli.flag("--retabulate", "", "experiment: no training; rebuild the table, results.md and plots of the run in DIR from its runs.csv and "

@@ -135,6 +135,28 @@ void check_binary(const std::string& cmd, int B, int steps, double tol) {
     CHECK(l2 == l3);
 }
 
+// A column of a CSV file with a header row (comment lines skipped).
+std::vector<double> csv_column(const std::string& path, const std::string& name) {
+    std::ifstream f(path);
+    std::string line;
+    std::vector<double> out;
+    int col = -1;
+    while (std::getline(f, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::vector<std::string> cells;
+        std::stringstream ss(line);
+        for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+        if (col < 0) {
+            for (size_t i = 0; i < cells.size(); i++)
+                if (cells[i] == name) col = (int)i;
+            REQUIRE(col >= 0);
+            continue;
+        }
+        out.push_back(std::stod(cells.at((size_t)col)));
+    }
+    return out;
+}
+
 }  // namespace
 
 TEST_SUITE("grad_accum") {
@@ -177,5 +199,19 @@ TEST_CASE("binaries: --batch 2B equals --batch B --grad-accum 2 at every step (t
     check_binary("train_cgt --task arith --layers 3 --ell 2 --width 32 --dy 16 --heads 2 --heads-y 2 --wd 0 --eta 0.5 --wc 0.08", 4, 8, 1e-5);
     check_binary("iclca train --layers 2 --width 32 --heads 2 --seq 32", 4, 8, 1e-5);
     check_binary("tint train --task fewshot --layers 2 --width 24 --heads 2 --seq 32", 4, 8, 1e-5);
+}
+
+TEST_CASE("binaries: duallens experiment trains its models with --grad-accum too (M1 and M2, 60 steps: the same test nMSE)") {
+    TmpDir dir;
+    const std::string base = "duallens experiment --preset tiny --models m1,m2 --families baseline --threads 1";
+    Result a = run(base + " --batch 8 --out " + (dir / "a")), b = run(base + " --batch 4 --grad-accum 2 --out " + (dir / "b"));
+    CAPTURE(a.err);
+    CAPTURE(b.err);
+    REQUIRE(a.code == 0);
+    REQUIRE(b.code == 0);
+    const std::vector<double> na = csv_column(dir / "a/runs.csv", "test_nmse"), nb = csv_column(dir / "b/runs.csv", "test_nmse");
+    REQUIRE(na.size() == 2);
+    REQUIRE(nb.size() == 2);
+    for (int i = 0; i < 2; i++) CHECK(nb[i] == doctest::Approx(na[i]).epsilon(1e-5));
 }
 }

@@ -294,7 +294,7 @@ double OneHead<real>::forward(const Batch& bt) {
     if (!in_.has_targets) { dloss_host_.clear(); return NAN; }
     // losses = (ŷ − y)² ; the masked mean and its gradient (models/lm_io.h)
     op::mse_forward(dev, s.act("losses"), s.act("pred"), in_.target_vecs.ptr, N, 1);
-    return masked_mean(s, "losses", in_.weight, 1.0, dloss_host_);
+    return scale.ce * masked_mean(s, "losses", in_.weight, scale.ce, dloss_host_);
 }
 
 template <typename real>

@@ -213,6 +213,11 @@ struct AnyModel {
     std::unique_ptr<GPT<float>> m2;
     double forward(const Batch& b) { return m1 ? m1->forward(b) : m2->forward(b); }
     void backward() { if (m1) m1->backward(); else m2->backward(); }
+    // gradient accumulation (models/trainer.h): this micro-batch's share, and whether its backward adds
+    void set_micro(const LossScale& sc, bool accumulate) {
+        if (m1) { m1->scale = sc; m1->s.accumulate_grads = accumulate; }
+        else { m2->scale = sc; m2->s.accumulate_grads = accumulate; }
+    }
     double update(const AdamWConfig& a, double lr) { return m1 ? m1->s.update(a, lr) : m2->s.update(a, lr); }
     int64_t params() const { return m1 ? m1->cfg.num_params() : m2->cfg.num_params(); }
 };
@@ -275,6 +280,7 @@ struct RunOut {
 
 int cmd_experiment(const Cli& cli) {
     const int steps = (int)cli.get_int("--steps", 1, 10000000), B = (int)cli.get_int("--batch", 1, 1 << 16);
+    const int accum = grad_accum_from_cli(cli);  // --grad-accum (models/trainer.h)
     const int seeds = (int)cli.get_int("--seeds", 1, 1000), eval_every = (int)cli.get_int("--eval-every", 1);
     const int nval = (int)cli.get_int("--val-prompts", 1, 1000000), ntest = (int)cli.get_int("--test-prompts", 1, 10000000);
     const int width = (int)cli.get_int("--width", 1, 4096), heads = (int)cli.get_int("--heads", 1, 4096);
@@ -382,10 +388,19 @@ int cmd_experiment(const Cli& cli) {
                                          ro.val.back());
                         }
                         if (step == steps) break;
-                        Batch bt = regression_prompts(task, B, train_rng);
-                        last = m.forward(bt);
-                        if (!std::isfinite(last)) fail(strfmt("%s %s seed %d: the loss is not finite at step %d", model.c_str(), c.name.c_str(), sd + 1, step));
-                        m.backward();
+                        // K micro-batches of B (--grad-accum), each weighted by its share: the step of one batch of K·B
+                        std::vector<Batch> micro;
+                        for (int i = 0; i < accum; i++) micro.push_back(regression_prompts(task, B, train_rng));
+                        const std::vector<LossScale> sc = accum > 1 ? plain_accumulation_scales(micro) : std::vector<LossScale>(1);
+                        last = 0;
+                        for (int i = 0; i < accum; i++) {
+                            m.set_micro(sc[i], i > 0);
+                            const double li = m.forward(micro[i]);
+                            if (!std::isfinite(li)) fail(strfmt("%s %s seed %d: the loss is not finite at step %d", model.c_str(), c.name.c_str(), sd + 1, step));
+                            m.backward();
+                            last += li;
+                        }
+                        m.set_micro(LossScale{}, false);
                         m.update(adam, lr_schedule(step, lr, warmup, steps, 0.1));
                     }
                     ro.train_loss = last;
