@@ -329,6 +329,25 @@ TEST_CASE("R_P (spec §3.3, App. A.2): the formula written out over (s,t,i,j); f
     CHECK(prior_reg_forward(y.data(), K.data(), B, T, D) > 0.01);
 }
 
+TEST_CASE("VAE KL floor: a collapsed y (μ = 0) with the best diagonal variance v_s = 1/𝒦⁻¹_ss pays d_y·gp_kl_floor, and any other v pays more") {
+    const int B = 2, T = 9, D = 3;
+    std::vector<double> Kinv;
+    const double logdet = gp_kernel_inverse(T, 0.03, 0.1 * T, Kinv);
+    const double floor = gp_kl_floor(T, 0.03, 0.1 * T);
+    CHECK(floor > 0);  // 𝒦 is not diagonal: no diagonal posterior matches it
+    std::vector<double> mu((size_t)B * T * D, 0.0), lv(mu.size());
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < D; i++) lv[((size_t)b * T + t) * D + i] = -std::log(Kinv[(size_t)t * T + t]);
+    CHECK(gp_kl_forward(mu.data(), lv.data(), Kinv.data(), logdet, B, T, D) == doctest::Approx(D * floor).epsilon(1e-12));
+    Rng r(61);
+    for (int k = 0; k < 5; k++) {
+        std::vector<double> lv2 = lv;
+        for (double& x : lv2) x += 0.3 * r.normal();
+        CHECK(gp_kl_forward(mu.data(), lv2.data(), Kinv.data(), logdet, B, T, D) > D * floor);
+    }
+}
+
 TEST_CASE("R_C, R_D with position weights ζ_s = s^p (spec §3.5): the normalized formulas written out; the profile moves the weight") {
     // R_C = (1/(B·Σ_{s=2}^n ζ_s)) Σ_b Σ_{s=2}^n ζ_s ‖n_{b,s} − n_{b,s−1}‖²,  R_D = (1/(B(B−1)·Σ_{s=1}^n ζ_s)) Σ_s ζ_s Σ_{α≠β} (n_s^α·n_s^β)²
     // with 1-based s here, n = y/(‖y‖ + 1e-6): computed from the spec's lines, not through the layer's code.

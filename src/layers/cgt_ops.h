@@ -236,6 +236,11 @@ void prior_reg_backward(real* dy, const real* y, const real* K, double w, int B,
         for (int n = 0; n < N; n++) dy[(size_t)a * N + n] += (real)(2.0 * w * (mu[n] / B) / ((double)B * N));
 }
 
+// The smallest KL a diagonal posterior can have against the GP prior, per position and component:
+// min_v KL(N(0, diag v) ‖ N(0, 𝒦)) / T = ½(Σ_s log 𝒦⁻¹_ss + log det 𝒦) / T (at v_s = 1/𝒦⁻¹_ss) — not 0, since 𝒦 is
+// not diagonal: a collapsed y still pays it, so free bits below d_y times this never engage.
+inline double gp_kl_floor(int T, double nu, double lambda);
+
 // 𝒦 (T,T) = ν·I + (1−ν)·exp(−(s−t)²/(2λ²)) (λ in tokens); writes 𝒦⁻¹ (row-major) and returns log det 𝒦.
 // Cholesky in fp64; `K` (optional) receives 𝒦 itself.
 inline double gp_kernel_inverse(int T, double nu, double lambda, std::vector<double>& Kinv, std::vector<double>* K = nullptr) {
@@ -328,6 +333,14 @@ void reparam_backward(real* dmu, real* dlogv, const real* dy, const real* logv, 
         dmu[i] += dy[i];
         dlogv[i] += dy[i] * real(0.5) * std::exp(real(0.5) * logv[i]) * eps[i];
     }
+}
+
+inline double gp_kl_floor(int T, double nu, double lambda) {
+    std::vector<double> Kinv;
+    const double logdet = gp_kernel_inverse(T, nu, lambda, Kinv);
+    double s = logdet;
+    for (int t = 0; t < T; t++) s += std::log(Kinv[(size_t)t * T + t]);
+    return 0.5 * s / T;
 }
 
 }  // namespace icl

@@ -94,7 +94,7 @@ void add_cgt_flags(Cli& cli, const CGTFlagDefaults& d) {
     cli.flag("--wp", "0", "w_P: weight of R_P, App. A.2's distribution matching (batch mean → 0, batch covariance of y^ℓ over all (position, component) pairs → the GP prior 𝒦⊗I; memory (T·d_y)², T·d_y ≤ 8192)");
     cli.flag("--beta", d.beta, "VAE KL weight β");
     cli.flag("--beta-warmup", "0", "VAE: KL annealing, β·min(1, step/N) over the first N training steps (0 = off)");
-    cli.flag("--free-bits", "0", "VAE: free nats, the KL term is β·max(KL, this) so that y feels no KL pull while its KL per position (summed over components) is below it (0 = off)");
+    cli.flag("--free-bits", "0", "VAE: free nats, the KL term is β·max(KL, this) so that y feels no KL pull while its KL per position (summed over components) is below it (0 = off); a collapsed y already pays d_y·½(Σ log 𝒦⁻¹_ss + log det 𝒦)/T nats, printed at the start: free bits below that never engage");
     cli.flag("--nu-K", "0.03", "GP prior: ν_K (𝒦 = ν_K·I + (1−ν_K)·RBF)");
     cli.flag("--lambda", "0.1", "GP prior: RBF length λ as a fraction of the sequence length");
 }

@@ -11,6 +11,7 @@
 #include "report/plot.h"
 #include "engine/run.h"
 #include "engine/provenance.h"
+#include "layers/cgt_ops.h"
 #include "models/attn_mod.h"
 
 namespace icl {
@@ -142,6 +143,12 @@ CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, u
                  v.name.c_str(), task.kind.c_str(), (long long)cfg.num_params(), cfg.L, cfg.ell, cfg.dx, cfg.has_y() ? cfg.dy : 0, cfg.r, cfg.M, T, B,
                  o.steps, device_name(dev), threads, (unsigned long long)seed, cfg.has_y() ? ls.eta : 1.0, ls.horizon, ls.wC, ls.wD,
                  cfg.vae ? strfmt(" VAE β=%.3g", ls.beta).c_str() : "", fl.total_step / 1e9, fl.main_fwd / 1e9, fl.aux_fwd / 1e9, dir.c_str());
+
+    if (cfg.vae && ls.beta > 0) {  // what a collapsed y's KL is: free bits below it never engage
+        const double floor = cfg.dy * gp_kl_floor(T, ls.nu_K, ls.lambda * T);
+        std::fprintf(stderr, "  VAE: a collapsed y's KL against the GP prior is %.3g nats per position (d_y × ½(Σ log 𝒦⁻¹_ss + log det 𝒦)/T)%s\n", floor,
+                     ls.free_bits > 0 && ls.free_bits <= floor ? strfmt("; --free-bits %g is below it and never engages", ls.free_bits).c_str() : "");
+    }
 
     // train
     const bool arith = task.kind == "arith";
