@@ -154,17 +154,21 @@ CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, u
     const bool arith = task.kind == "arith";
     o.eval_columns = {"val_loss", "val_main_loss"};
     if (arith) o.eval_columns.push_back("val_answer_acc");
+    const bool vae_kl = cfg.vae && ls.beta > 0;
+    if (vae_kl) o.eval_columns.push_back("val_kl");  // the VAE's KL per position (nats, summed over components)
     auto evaluate = [&]() {
-        double loss = 0, main = 0, acc = 0;
+        double loss = 0, main = 0, acc = 0, kl = 0;
         model.train_mode = false;
         for (int i = 0; i < task.eval_batches; i++) {
             loss += model.forward(task.val[i]) / task.eval_batches;
             main += model.last_ce / task.eval_batches;
+            kl += model.last_kl / task.eval_batches;
             if (arith) acc += task.answer_accuracy(model.outputs(), i) / task.eval_batches;
         }
         model.train_mode = true;
         std::map<std::string, double> m = {{"val_loss", loss}, {"val_main_loss", main}};
         if (arith) m["val_answer_acc"] = acc;
+        if (vae_kl) m["val_kl"] = kl;
         return m;
     };
     if (o.steps > 0) run.train = train(model, o, [&](int) { return task.next_batch(); }, evaluate);
