@@ -9,9 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +19,7 @@
 #include "models/gpt.h"
 #include "models/iclca/kernel_lm.h"
 #include "models/trainer.h"
+#include "report/plot.h"
 #include "file_util.h"
 #include "run_binary.h"
 
@@ -89,28 +88,6 @@ void check_accumulation(Make make, const Batch& whole, const std::vector<int>& c
     CHECK(err <= 1e-12 * scale);
 }
 
-// The "loss" column of a run's log.csv.
-std::vector<double> logged_losses(const std::string& path) {
-    std::ifstream f(path);
-    std::string line;
-    std::vector<double> out;
-    int col = -1;
-    while (std::getline(f, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        std::vector<std::string> cells;
-        std::stringstream ss(line);
-        for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
-        if (col < 0) {
-            for (size_t i = 0; i < cells.size(); i++)
-                if (cells[i] == "loss") col = (int)i;
-            REQUIRE(col >= 0);
-            continue;
-        }
-        out.push_back(std::stod(cells.at((size_t)col)));
-    }
-    return out;
-}
-
 // --batch 2B vs --batch B --grad-accum 2 (and a third run, --batch B --grad-accum 2 again: bit-identical).
 void check_binary(const std::string& cmd, int B, int steps, double tol) {
     TmpDir dir;
@@ -119,13 +96,12 @@ void check_binary(const std::string& cmd, int B, int steps, double tol) {
     Result r1 = run(base + " --batch " + std::to_string(2 * B) + " --out " + one);
     Result r2 = run(base + " --batch " + std::to_string(B) + " --grad-accum 2 --out " + two);
     Result r3 = run(base + " --batch " + std::to_string(B) + " --grad-accum 2 --out " + again);
-    CAPTURE(cmd);
-    CAPTURE(r1.err);
-    CAPTURE(r2.err);
-    REQUIRE(r1.code == 0);
-    REQUIRE(r2.code == 0);
-    REQUIRE(r3.code == 0);
-    const std::vector<double> l1 = logged_losses(one + "/log.csv"), l2 = logged_losses(two + "/log.csv"), l3 = logged_losses(again + "/log.csv");
+    REQUIRE_MESSAGE(r1.code == 0, std::string(cmd + ": " + r1.err));
+    REQUIRE_MESSAGE(r2.code == 0, std::string(cmd + ": " + r2.err));
+    REQUIRE_MESSAGE(r3.code == 0, std::string(cmd + ": " + r3.err));
+    // log.csv through the project's own CSV reader (report/plot.h)
+    const std::vector<double> l1 = read_csv(one + "/log.csv").col("loss"), l2 = read_csv(two + "/log.csv").col("loss"),
+                              l3 = read_csv(again + "/log.csv").col("loss");
     REQUIRE(l1.size() == (size_t)steps);
     REQUIRE(l2.size() == (size_t)steps);
     double worst = 0;
@@ -133,28 +109,6 @@ void check_binary(const std::string& cmd, int B, int steps, double tol) {
     MESSAGE(cmd << ": --batch " << 2 * B << " vs --batch " << B << " --grad-accum 2 over " << steps << " steps: largest relative loss difference " << worst);
     CHECK(worst <= tol);
     CHECK(l2 == l3);
-}
-
-// A column of a CSV file with a header row (comment lines skipped).
-std::vector<double> csv_column(const std::string& path, const std::string& name) {
-    std::ifstream f(path);
-    std::string line;
-    std::vector<double> out;
-    int col = -1;
-    while (std::getline(f, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        std::vector<std::string> cells;
-        std::stringstream ss(line);
-        for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
-        if (col < 0) {
-            for (size_t i = 0; i < cells.size(); i++)
-                if (cells[i] == name) col = (int)i;
-            REQUIRE(col >= 0);
-            continue;
-        }
-        out.push_back(std::stod(cells.at((size_t)col)));
-    }
-    return out;
 }
 
 }  // namespace
@@ -205,11 +159,9 @@ TEST_CASE("binaries: duallens experiment trains its models with --grad-accum too
     TmpDir dir;
     const std::string base = "duallens experiment --preset tiny --models m1,m2 --families baseline --threads 1";
     Result a = run(base + " --batch 8 --out " + (dir / "a")), b = run(base + " --batch 4 --grad-accum 2 --out " + (dir / "b"));
-    CAPTURE(a.err);
-    CAPTURE(b.err);
-    REQUIRE(a.code == 0);
-    REQUIRE(b.code == 0);
-    const std::vector<double> na = csv_column(dir / "a/runs.csv", "test_nmse"), nb = csv_column(dir / "b/runs.csv", "test_nmse");
+    REQUIRE_MESSAGE(a.code == 0, a.err);
+    REQUIRE_MESSAGE(b.code == 0, b.err);
+    const std::vector<double> na = read_csv(dir / "a/runs.csv").col("test_nmse"), nb = read_csv(dir / "b/runs.csv").col("test_nmse");
     REQUIRE(na.size() == 2);
     REQUIRE(nb.size() == 2);
     for (int i = 0; i < 2; i++) CHECK(nb[i] == doctest::Approx(na[i]).epsilon(1e-5));

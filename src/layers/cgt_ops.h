@@ -188,11 +188,11 @@ void decorrelation_reg_backward(real* dy, const real* y, double w, int B, int T,
 //     R_P = ‖μ‖² / N + ‖C − G‖²_F / N².
 // The (N,N) matrix C − G is formed whole (N = T·d_y: the caller bounds it). 𝒦 (T,T) is the GP prior of the VAE.
 namespace cgt_detail {
-// Δ (B,N) = y − μ and E (N,N) = C − G; returns ‖μ‖² (μ summed in double, in order over α).
+// μ (N), Δ (B,N) = y − μ and E (N,N) = C − G; returns ‖μ‖² (μ summed in double, in order over α).
 template <typename real>
-double prior_stats(std::vector<real>& delta, std::vector<real>& E, const real* y, const real* K, int B, int T, int D) {
+double prior_stats(std::vector<double>& mu, std::vector<real>& delta, std::vector<real>& E, const real* y, const real* K, int B, int T, int D) {
     const int N = T * D;
-    std::vector<double> mu((size_t)N, 0.0);
+    mu.assign((size_t)N, 0.0);
     for (int a = 0; a < B; a++)
         for (int n = 0; n < N; n++) mu[n] += (double)y[(size_t)a * N + n];
     double mu2 = 0;
@@ -213,8 +213,9 @@ double prior_stats(std::vector<real>& delta, std::vector<real>& E, const real* y
 template <typename real>
 double prior_reg_forward(const real* y, const real* K, int B, int T, int D) {
     if (B < 1 || T < 1) return 0.0;
+    std::vector<double> mu;
     std::vector<real> delta, E;
-    const double mu2 = cgt_detail::prior_stats(delta, E, y, K, B, T, D);
+    const double mu2 = cgt_detail::prior_stats(mu, delta, E, y, K, B, T, D);
     const double N = (double)T * D;
     double e2 = 0;
     for (real v : E) e2 += (double)v * v;
@@ -225,15 +226,13 @@ double prior_reg_forward(const real* y, const real* K, int B, int T, int D) {
 template <typename real>
 void prior_reg_backward(real* dy, const real* y, const real* K, double w, int B, int T, int D) {
     if (B < 1 || T < 1) return;
+    std::vector<double> mu;
     std::vector<real> delta, E;
-    cgt_detail::prior_stats(delta, E, y, K, B, T, D);
+    cgt_detail::prior_stats(mu, delta, E, y, K, B, T, D);
     const int N = T * D;
     gemm<real>(false, false, B, N, N, (real)(4.0 * w / ((double)B * N * N)), delta.data(), N, E.data(), N, real(1), dy, N);
-    std::vector<double> mu((size_t)N, 0.0);
     for (int a = 0; a < B; a++)
-        for (int n = 0; n < N; n++) mu[n] += (double)y[(size_t)a * N + n];
-    for (int a = 0; a < B; a++)
-        for (int n = 0; n < N; n++) dy[(size_t)a * N + n] += (real)(2.0 * w * (mu[n] / B) / ((double)B * N));
+        for (int n = 0; n < N; n++) dy[(size_t)a * N + n] += (real)(2.0 * w * mu[n] / ((double)B * N));
 }
 
 // The smallest KL a diagonal posterior can have against the GP prior, per position and component:
