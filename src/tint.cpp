@@ -5,7 +5,8 @@
 //   tint params   the constructed simulator's parameter count; the §6 formula for OPT-125m … 2.7b beside Table 1
 //   tint train    train the auxiliary model (the engine's GPT with ReLU or GELU) on a text file or the few-shot task
 //   tint lm       language modelling (§7.1): perplexity before/after the simulated update vs dynamic evaluation
-//   tint fewshot  few-shot classification (§7.2) on a synthetic labelled task: Single/Multi, label/full-context loss
+//   tint fewshot  few-shot classification (§7.2): Single/Multi, label/full-context loss; a synthetic labelled task, or
+//                 with --load-hf a pretrained model on a labelled text dataset (--dataset) in the paper's templates
 //   tint eps      errors vs the finite-difference ε and vs attention hardness (§5)
 //   tint bench    a full simulated pass vs oracle A's explicit computation: time, ratio, memory
 //
@@ -37,8 +38,9 @@ const std::vector<Subcommand> kSubcommands = {
 // Which subcommands read each flag; a flag given to any other is refused, not ignored. The architecture flags, --seed,
 // --threads and --out are everyone's (--layers … --act are refused beside --load where a subcommand takes one).
 const FlagUsers kFlagUsers = {
-    {"--save", {"train"}}, {"--load", {"check", "params", "lm", "fewshot", "eps", "bench"}}, {"--load-hf", {"params", "lm"}},
-    {"--tokenizer", {"lm"}},
+    {"--save", {"train"}}, {"--load", {"check", "params", "lm", "fewshot", "eps", "bench"}}, {"--load-hf", {"params", "lm", "fewshot"}},
+    {"--tokenizer", {"lm", "fewshot"}}, {"--dataset", {"fewshot"}}, {"--eval-data", {"fewshot"}}, {"--template", {"fewshot"}},
+    {"--label-words", {"fewshot"}},
     {"--dump-npy", {"train", "lm", "fewshot", "check"}}, {"--task", {"train"}}, {"--data", {"train", "lm"}},
     {"--steps", {"train", "lm", "fewshot"}}, {"--batch", {"train", "lm", "fewshot"}}, {"--lr", {"train", "lm", "fewshot"}},
     {"--warmup", {"train", "lm", "fewshot"}}, {"--eval-every", {"train", "lm", "fewshot"}},
@@ -58,9 +60,18 @@ void register_flags(Cli& cli) {
     add_subcommands(cli, kSubcommands);
     cli.flag("--task", "text", "train: text (bytes of --data) | fewshot (the synthetic labelled task)");
     cli.flag("--data", kDefaultText, "text: a text file (bytes; with --load-hf its GPT-2 tokens); 10% at the end is validation");
-    cli.flag("--load-hf", "", "params, lm: a pretrained auxiliary model, a Hugging Face OPT (pre-LN) or GPT-2 folder or an llm.c .bin "
+    cli.flag("--load-hf", "", "params, lm, fewshot: a pretrained auxiliary model, a Hugging Face OPT (pre-LN) or GPT-2 folder or an llm.c .bin "
                               "(models/pretrained.h); --seq N keeps its first N positions (the lm window)");
-    cli.flag("--tokenizer", "", "lm with --load-hf: a GPT-2 tokenizer folder (default: the --load-hf folder's vocab.json + merges.txt)");
+    cli.flag("--tokenizer", "", "lm, fewshot with --load-hf: a GPT-2 tokenizer folder (default: the --load-hf folder's vocab.json + merges.txt)");
+    cli.flag("--dataset", "", "fewshot with --load-hf: a labelled text file, one example per line 'LABEL<TAB>TEXT' (LABEL = class index 0, 1, …); "
+                              "the demonstrations come from it");
+    cli.flag("--eval-data", "", "fewshot with --dataset: the evaluation examples' file, same format (default: the --dataset lines not drawn as "
+                                "demonstrations)");
+    cli.flag("--template", "sst2", "fewshot with --dataset: the paper's prompt (spec §7.2): sst2 'Review: {text}\\nSentiment: {Negative|Positive}' "
+                                   "| agnews 'Article: {text}\\nWhat is the article about? Answer: {World|Sports|Business|Technology}' | subj "
+                                   "'{text} This is {objective|subjective}'");
+    cli.flag("--label-words", "", "fewshot with --dataset: replace the template's label words (comma list, one per class, each a single token "
+                                  "after a space)");
     cli.flag("--act", "relu", "auxiliary MLP activation: relu (OPT) | gelu (GPT-2)");
     add_gpt_flags(cli, {"4", "48", "3", false});  // the auxiliary model is the engine's GPT (width divisible by --S)
     cli.flag("--seq", "64", "auxiliary positions T (= the evaluation window of lm; the context of fewshot)");
@@ -81,7 +92,7 @@ void register_flags(Cli& cli) {
     cli.flag("--etas", "", "lm/fewshot: inner learning rates (summed loss); the best on the dev part is reported on the test part (default: lm 1e-5,3e-5,1e-4,3e-4,1e-3; fewshot 3e-3,1e-2,3e-2,1e-1,3e-1)");
     cli.flag("--windows", "48", "lm: test windows (non-overlapping, from the validation text)");
     cli.flag("--dev-windows", "16", "lm: dev windows (choose η)");
-    cli.flag("--demos", "4", "fewshot: demonstrations per episode (class-balanced)");
+    cli.flag("--demos", "4", "fewshot: demonstrations per episode (class-balanced; the paper: 32)");
     cli.flag("--episodes", "100", "fewshot: test episodes");
     cli.flag("--dev-episodes", "40", "fewshot: dev episodes (choose η)");
     cli.flag("--seeds", "1", "lm, fewshot: run the whole study for seeds --seed, --seed+1, … (each in <out>/seed<i>/) and tabulate mean ± 95% CI "
@@ -97,7 +108,8 @@ void register_flags(Cli& cli) {
         "  tint lm --load out/lm.safetensors           # perplexity: vanilla / TinT / dynamic evaluation\n"
         "  tint fewshot                                # trains the few-shot model first if no --load\n"
         "  tint eps; tint bench --threads 1\n"
-        "  tint lm --load-hf opt-125m --seq 128 --data wiki.txt   # a pretrained OPT as the auxiliary model (a long CPU job)");
+        "  tint lm --load-hf opt-125m --seq 128 --data wiki.txt   # a pretrained OPT as the auxiliary model (a long CPU job)\n"
+        "  tint fewshot --load-hf opt-125m --dataset sst2-train.tsv --eval-data sst2-dev.tsv --demos 32 --seeds 3   # spec §7.2");
 }
 
 const char* kSummary = "TinT: a simulator transformer that runs, back-propagates and fine-tunes a small auxiliary transformer stored in prefix tokens.";

@@ -250,6 +250,34 @@ icl::GPTConfig small_config() {
     return c;
 }
 
+// The rows of a results CSV (its "# icl.cpp …" provenance line skipped), header first, as text cells.
+std::vector<std::vector<std::string>> csv_rows(const std::string& path) {
+    std::vector<std::vector<std::string>> rows;
+    std::istringstream in(slurp(path));
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty() || line[0] == '#') continue;
+        std::vector<std::string> f;
+        std::stringstream ss(line);
+        for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+        if (!line.empty() && line.back() == ',') f.push_back("");
+        rows.push_back(f);
+    }
+    return rows;
+}
+
+// A random GPT-2 folder with the small tokenizer of the fuzz corpus (256 byte symbols, 10 merges, <|endoftext|>).
+void gpt2_with_small_tokenizer(const std::string& dir, int maxT, uint64_t seed) {
+    icl::GPTConfig c = small_config();
+    c.V = 267;
+    c.maxT = maxT;
+    export_random(dir, c, seed);
+    const std::string tok = slurp(icl_test::repo_root() + "/tests/fuzz/corpus/gpt2_tokenizer/small");
+    const size_t nul = tok.find('\0');
+    REQUIRE(nul != std::string::npos);
+    spit(dir + "/vocab.json", tok.substr(0, nul));
+    spit(dir + "/merges.txt", tok.substr(nul + 1));
+}
+
 // Runs the script into `d`; the models, logits and expected values are then in d.path.
 void make_models(const TmpDir& d) {
     spit(d / "make_models.py", kMakeModels);
@@ -530,13 +558,7 @@ TEST_CASE("pretrained: iclca e4 --load-hf runs the approximate conversion on a G
 
 TEST_CASE("pretrained: tint lm with a GPT-2 folder as the auxiliary model (its tokens, its first --seq positions)") {
     TmpDir d;
-    icl::GPTConfig c = small_config();
-    c.V = 267;  // the small tokenizer of the fuzz corpus
-    c.maxT = 32;
-    export_random(d / "hf", c, 6);
-    const std::string tok = slurp(icl_test::repo_root() + "/tests/fuzz/corpus/gpt2_tokenizer/small");
-    spit(d / "hf/vocab.json", tok.substr(0, tok.find('\0')));
-    spit(d / "hf/merges.txt", tok.substr(tok.find('\0') + 1));
+    gpt2_with_small_tokenizer(d / "hf", 32, 6);
     icl_test::Result r = icl_test::run("tint lm --load-hf " + (d / "hf") + " --seq 16 --S 4 --H-sim 5 --data " + icl_test::repo_root() +
                                        "/README.md --windows 4 --dev-windows 2 --budgets 1:1 --etas 1e-2 --fracs 0.5 --out " + (d / "lm"));
     CAPTURE(r.err);
@@ -544,14 +566,8 @@ TEST_CASE("pretrained: tint lm with a GPT-2 folder as the auxiliary model (its t
     CHECK(r.out.find("GPT-2 tokens") != std::string::npos);
     // TinT's simulated update = exact SGD on its trainable set (oracle B), on the imported model's test windows
     std::map<std::string, double> test_ppl;
-    std::istringstream csv(slurp(d / "lm/table.csv"));
-    for (std::string line; std::getline(csv, line);) {
-        if (line.empty() || line[0] == '#' || line.rfind("method", 0) == 0) continue;
-        std::vector<std::string> f;
-        std::stringstream ss(line);
-        for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-        if (f.size() >= 7 && !f[6].empty()) test_ppl[f[0]] = std::stod(f[6]);
-    }
+    for (const std::vector<std::string>& f : csv_rows(d / "lm/table.csv"))
+        if (f[0] != "method" && f.size() >= 7 && !f[6].empty()) test_ppl[f[0]] = std::stod(f[6]);
     REQUIRE(test_ppl.count("tint"));
     REQUIRE(test_ppl.count("dyn"));
     double vanilla = 0;
@@ -565,9 +581,125 @@ TEST_CASE("pretrained: tint lm with a GPT-2 folder as the auxiliary model (its t
     const double effect = std::fabs(test_ppl["dyn"] - vanilla);
     CHECK(effect > 0.1);
     CHECK(std::fabs(test_ppl["tint"] - test_ppl["dyn"]) < 0.01 * effect);
-    icl_test::Result x = icl_test::run("tint fewshot --load-hf " + (d / "hf"));
-    CHECK(x.code == 2);
-    CHECK(x.err.find("--load-hf: tint fewshot does not use it (only params, lm)") != std::string::npos);
+}
+
+TEST_CASE("pretrained: tint fewshot on a labelled text dataset: the paper's template and label tokens = the GPT on the text built here") {
+    TmpDir d;
+    gpt2_with_small_tokenizer(d / "hf", 160, 7);
+    const icl::GPT2Tokenizer tok = icl::GPT2Tokenizer::load(d / "hf");
+    // 24 examples (14 of class 0, 10 of class 1), "LABEL<TAB>TEXT"; the label words " a" and " the" are single tokens of the small tokenizer
+    const char* words[2][4] = {{"dull", "cold", "bad", "slow"}, {"warm", "fine", "well", "good"}};
+    std::vector<std::pair<int, std::string>> data;
+    std::string tsv = "\n";  // an empty first line: skipped, the lines still count
+    for (int i = 0; i < 24; i++) {
+        const int c = (i * 7 + i / 5) % 2;
+        data.push_back({c, std::string(words[c][i % 4]) + " film " + std::to_string(i)});
+        tsv += std::to_string(c) + "\t" + data.back().second + (i % 3 ? "\n" : "\r\n");
+    }
+    spit(d / "data.tsv", tsv);
+    const std::string base = "tint fewshot --load-hf " + (d / "hf") + " --dataset " + (d / "data.tsv") +
+                             " --S 4 --H-sim 5 --budgets 1:1 --etas 1e-2 --dev-episodes 2";
+    const std::string words_a_the = " --label-words a,the";
+    icl_test::Result r = icl_test::run(base + words_a_the + " --demos 3 --episodes 6 --out " + (d / "fs"));
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    const nlohmann::json j = nlohmann::json::parse(slurp(d / "fs/summary.json"));
+    const nlohmann::json& tt = j["text_task"];
+    const std::vector<int> lab = {tok.encode(" a").at(0), tok.encode(" the").at(0)};
+    CHECK(tt["label_tokens"] == nlohmann::json(lab));
+    CHECK(tt["template"] == "sst2");
+    const std::vector<int> demo_lines = tt["demo_lines"], test_lines = tt["test_lines"], dev_lines = tt["dev_lines"];
+    REQUIRE(demo_lines.size() == 3);
+    REQUIRE(test_lines.size() == 6);
+    // class-balanced: demonstrations of classes 0, 1, 0 in some order; the i-th eval example of class i % 2; all distinct
+    auto example = [&](int line) { return data.at(line - 2); };  // line 1 is the empty one
+    int demo_c1 = 0;
+    for (int l : demo_lines) demo_c1 += example(l).first;
+    CHECK(demo_c1 == 1);
+    std::vector<int> all = demo_lines;
+    all.insert(all.end(), dev_lines.begin(), dev_lines.end());
+    all.insert(all.end(), test_lines.begin(), test_lines.end());
+    for (size_t i = 0; i < test_lines.size(); i++) CHECK(example(test_lines[i]).first == (int)(2 + i) % 2);
+    std::sort(all.begin(), all.end());
+    CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());
+    // The label words' logits the run read, against the engine's GPT on the same text built here from the template:
+    //   Single, before the update: the eval prompt alone;  Multi: demos "Review: …\nSentiment:" + label, "\n\n", …
+    // (the calibration prompt "\nSentiment:" in place of the eval prompt for the cf_ columns)
+    icl::GPT<float> m(icl::pretrained_config(d / "hf"), icl::Device::cpu, 1);
+    icl::pretrained_load(m, d / "hf");
+    auto last_scores = [&](const std::vector<int>& ids) {
+        icl::Batch bt;
+        bt.B = 1;
+        bt.T = (int)ids.size();
+        bt.tokens = ids;
+        m.forward(bt);
+        const std::vector<float> z = m.outputs();
+        const float* last = z.data() + (size_t)(bt.T - 1) * 267;
+        return std::vector<double>{last[lab[0]], last[lab[1]]};
+    };
+    auto prompt = [&](const std::string& text) { return tok.encode("Review: " + text + "\nSentiment:"); };
+    std::vector<int> demos;
+    for (int l : demo_lines) {
+        std::vector<int> p = prompt(example(l).second), sep = tok.encode("\n\n");
+        demos.insert(demos.end(), p.begin(), p.end());
+        demos.push_back(lab[example(l).first]);
+        demos.insert(demos.end(), sep.begin(), sep.end());
+    }
+    const std::vector<int> cf = tok.encode("\nSentiment:");
+    const std::vector<std::vector<std::string>> rows = csv_rows(d / "fs/episodes.csv");
+    REQUIRE(rows.size() > 1);
+    const std::vector<std::string>& h = rows[0];
+    auto col = [&](const char* name) { return (size_t)(std::find(h.begin(), h.end(), name) - h.begin()); };
+    int checked = 0, right = 0;
+    double worst = 0;
+    for (size_t i = 1; i < rows.size(); i++) {
+        const std::vector<std::string>& f = rows[i];
+        REQUIRE(f.size() == h.size());
+        const int ep = std::stoi(f[col("episode")]), line = std::stoi(f[col("line")]);
+        CHECK(line == test_lines.at(ep));
+        CHECK(std::stoi(f[col("class")]) == example(line).first);
+        const bool single = f[col("format")] == "single";
+        std::vector<int> ids = single ? std::vector<int>{} : demos, cfi = ids;
+        const std::vector<int> p = prompt(example(line).second);
+        ids.insert(ids.end(), p.begin(), p.end());
+        cfi.insert(cfi.end(), cf.begin(), cf.end());
+        const std::vector<double> want = last_scores(ids), want_cf = last_scores(cfi);
+        for (int k = 0; k < 2; k++) {
+            worst = std::max(worst, std::fabs(std::stod(f[col(k ? "before_1" : "before_0")]) - want[k]));
+            worst = std::max(worst, std::fabs(std::stod(f[col(k ? "cf_before_1" : "cf_before_0")]) - want_cf[k]));
+        }
+        if (f[0] == "tint" && single && f[col("loss")] == "label" && f[col("k")] == "2") right += (want[1] > want[0]) == (example(line).first == 1);
+        checked++;
+    }
+    CHECK(checked == 9 * 6);  // 9 arms × 6 test examples
+    // the simulator's forward (TinT arms) and the GPT's (dynamic evaluation) in fp32 against the GPT here: measured
+    // 1.5e-8 (logits of size ~1); 1e-6 leaves room for another build's summation order (fp32 ε = 6e-8 per operation)
+    CHECK(worst < 1e-6);
+    CHECK(j["zero_shot"].get<double>() == doctest::Approx(right / 6.0).epsilon(1e-12));
+    CHECK(r.out.find("template sst2, 2 classes") != std::string::npos);
+    // every refusal is one line
+    spit(d / "notab.tsv", "0 no tab here\n");
+    spit(d / "badlabel.tsv", "0\tfine\n2\tthree classes?\n");
+    struct Case { std::string cmd; int code; const char* needle; };
+    for (const Case& k : {Case{"tint fewshot --load-hf " + (d / "hf"), 2, "--load-hf: tint fewshot with a pretrained model needs --dataset FILE"},
+                          Case{"tint fewshot --dataset " + (d / "data.tsv"), 2, "--dataset: the text task needs a pretrained model"},
+                          Case{"tint fewshot --template agnews", 2, "--template: only with --dataset"},
+                          Case{base + " --label-words ab,the", 2, "the label word ' ab' is 2 tokens of this tokenizer"},
+                          Case{base + " --template imdb", 2, "--template: 'imdb' is not one of sst2, agnews, subj"},
+                          Case{base + " --label-words a", 2, "--label-words: give at least two words"},
+                          Case{base + " --template agnews", 2, "the label word ' World' is"},
+                          Case{base + words_a_the + " --demos 12 --episodes 10", 1, "data.tsv: not enough examples of class 1 for 2 dev + 10 test examples"},
+                          Case{base + words_a_the + " --demos 22", 1, "data.tsv: not enough examples of class 1 for 22 demonstrations"},
+                          Case{base + words_a_the + " --demos 6 --episodes 2", 2, "a Multi-format episode has"},
+                          Case{base + words_a_the + " --eval-data " + (d / "notab.tsv"), 1, "notab.tsv:1: expected LABEL<TAB>TEXT"},
+                          Case{base + words_a_the + " --eval-data " + (d / "badlabel.tsv"), 1, "badlabel.tsv:2: label '2' is not a class index 0..1"},
+                          Case{base + words_a_the + " --eval-data " + (d / "missing.tsv"), 1, "missing.tsv"}}) {
+        icl_test::Result x = icl_test::run(k.cmd);
+        CAPTURE(k.cmd);
+        CAPTURE(x.err);
+        CHECK(x.code == k.code);
+        CHECK(x.err.find(k.needle) != std::string::npos);
+    }
 }
 
 }  // TEST_SUITE

@@ -18,17 +18,6 @@
 
 namespace icl {
 
-// User text in a message: quoted, on one line, control bytes as \xNN, at most 60 characters.
-static std::string quote_arg(const std::string& v) {
-    std::string q = "'";
-    for (size_t i = 0; i < v.size() && i < 60; i++) {
-        unsigned char c = (unsigned char)v[i];
-        q += c < 0x20 || c == 0x7f ? strfmt("\\x%02x", c) : std::string(1, (char)c);
-    }
-    return q + (v.size() > 60 ? "...'" : "'");
-}
-
-
 Cli::Cli(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
 
 void Cli::flag(const std::string& name, const std::string& def, const std::string& help) {
@@ -96,7 +85,7 @@ bool Cli::parse(const std::vector<std::string>& args) {
         }
         if (a.rfind("--", 0) != 0 || a == "--") {
             if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && (std::isdigit((unsigned char)a[1]) || a[1] == '.')))
-                fail_usage("unknown option " + quote_arg(a) + " (see --help)");
+                fail_usage("unknown option " + quote_text(a) + " (see --help)");
             positional_.push_back(a);
             continue;
         }
@@ -118,13 +107,13 @@ bool Cli::parse(const std::vector<std::string>& args) {
         if (!f) {
             for (auto& r : renamed_)
                 if (r.first == name) fail_usage(name + ": renamed " + r.second + " (the same value, the spelling every binary now uses)");
-            fail_usage("unknown flag " + quote_arg(name) + " (see --help)");
+            fail_usage("unknown flag " + quote_text(name) + " (see --help)");
         }
         if (f->is_switch) {
             if (has_eq) {
                 if (value == "1" || value == "true" || value == "yes") value = "1";
                 else if (value == "0" || value == "false" || value == "no") value = "0";
-                else fail_usage(name + ": expected no value, or =1/=0, got " + quote_arg(value));
+                else fail_usage(name + ": expected no value, or =1/=0, got " + quote_text(value));
             } else value = "1";
         } else if (!has_eq) {
             if (i + 1 >= args.size()) fail_usage(name + " needs a value");
@@ -141,13 +130,13 @@ bool Cli::parse(const std::vector<std::string>& args) {
         if (!p) {
             std::string names;
             for (auto& q : presets_) names += (names.empty() ? "" : ", ") + q.name;
-            fail_usage("--preset: unknown preset " + quote_arg(preset_) + " (choose from: " + names + ")");
+            fail_usage("--preset: unknown preset " + quote_text(preset_) + " (choose from: " + names + ")");
         }
         from_preset_.clear();
         for (auto& kv : p->values) from_preset_[kv.first] = kv.second;
     }
     if ((int)positional_.size() < pos_min_ || (int)positional_.size() > pos_max_) {
-        if (pos_max_ == 0) fail_usage("unexpected argument " + quote_arg(positional_[0]) + " (see --help)");
+        if (pos_max_ == 0) fail_usage("unexpected argument " + quote_text(positional_[0]) + " (see --help)");
         fail_usage("expected " + usage_ + " (see --help)");
     }
     return true;
@@ -178,7 +167,7 @@ void Cli::inherit(const std::map<std::string, std::string>& saved, const std::ve
         if (g->second == it->second || std::find(may_change.begin(), may_change.end(), f.name) != may_change.end()) continue;
         std::string may;
         for (auto& m : may_change) may += (may.empty() ? "" : " ") + m;
-        fail_usage(f.name + " " + quote_arg(g->second) + ": the run in " + source + " used " + quote_arg(it->second) +
+        fail_usage(f.name + " " + quote_text(g->second) + ": the run in " + source + " used " + quote_text(it->second) +
                    "; a resumed run keeps its configuration (only " + may + " may change)");
     }
 }
@@ -190,7 +179,7 @@ bool Cli::get_bool(const std::string& name) const {
     std::string v = get(name);
     if (v == "1" || v == "true" || v == "yes") return true;
     if (v == "0" || v == "false" || v == "no" || v.empty()) return false;
-    fail_usage(name + ": expected 0 or 1, got " + quote_arg(v));
+    fail_usage(name + ": expected 0 or 1, got " + quote_text(v));
 }
 
 int64_t Cli::get_int(const std::string& name, int64_t min, int64_t max) const {
@@ -201,7 +190,7 @@ int64_t Cli::get_int(const std::string& name, int64_t min, int64_t max) const {
     double d = std::strtod(v.c_str(), &end);  // accept 1e4 style integers (not hexadecimal ones)
     if (end == v.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(d) || d != std::floor(d) ||
         std::fabs(d) > 9e15 || v.find_first_of("xX") != std::string::npos)
-        fail_usage(name + ": expected an integer, got " + quote_arg(v));
+        fail_usage(name + ": expected an integer, got " + quote_text(v));
     int64_t x = (int64_t)d;
     if (x < min || x > max) {
         if (max == INT32_MAX) fail_usage(strfmt("%s: must be in [%lld, %d] (the largest count a flag takes), got %s", name.c_str(), (long long)min,
@@ -219,7 +208,7 @@ double Cli::get_double(const std::string& name, double min, double max) const {
     errno = 0;
     double d = std::strtod(v.c_str(), &end);
     if (end == v.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(d))
-        fail_usage(name + ": expected a number, got " + quote_arg(v));
+        fail_usage(name + ": expected a number, got " + quote_text(v));
     if (d < min || d > max) fail_usage(strfmt("%s: must be in [%g, %g], got %s", name.c_str(), min, max, v.c_str()));
     return d;
 }
@@ -232,7 +221,7 @@ std::string Cli::get_choice(const std::string& name, const std::vector<std::stri
         if (v == c) return v;
         all += (all.empty() ? "" : ", ") + c;
     }
-    fail_usage(name + ": expected one of " + all + ", got " + quote_arg(v));
+    fail_usage(name + ": expected one of " + all + ", got " + quote_text(v));
 }
 
 std::vector<int64_t> Cli::get_int_list(const std::string& name, int64_t min, int64_t max) const {

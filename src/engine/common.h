@@ -36,6 +36,16 @@ inline std::string strfmt(const char* fmt, ...) {
     return s;
 }
 
+// User text inside an error message, quoted on one line: control bytes escaped as \xNN, cut at 60 characters.
+inline std::string quote_text(const std::string& v) {
+    std::string q = "'";
+    for (size_t i = 0; i < v.size() && i < 60; i++) {
+        unsigned char c = (unsigned char)v[i];
+        q += c < 0x20 || c == 0x7f ? strfmt("\\x%02x", c) : std::string(1, (char)c);
+    }
+    return q + (v.size() > 60 ? "...'" : "'");
+}
+
 // Throw a user-facing error (one line, no file:line).
 [[noreturn]] inline void fail(const std::string& msg, int code = 1) { throw Error(msg, code); }
 // Throw a command-line usage error (exit code 2).

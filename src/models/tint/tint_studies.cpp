@@ -7,7 +7,8 @@
 //   tint params   the constructed simulator's parameter count; the §6 formula for OPT-125m … 2.7b beside Table 1
 //   tint train    train the auxiliary model (the engine's GPT with ReLU or GELU) on a text file or the few-shot task
 //   tint lm       language modelling (§7.1): perplexity before/after the simulated update vs dynamic evaluation
-//   tint fewshot  few-shot classification (§7.2) on a synthetic labelled task: Single/Multi, label/full-context loss
+//   tint fewshot  few-shot classification (§7.2): Single/Multi, label/full-context loss; a synthetic labelled task, or
+//                 with --load-hf a pretrained model on a labelled text dataset (--dataset) in the paper's templates
 //   tint eps      errors vs the finite-difference ε and vs attention hardness (§5)
 //   tint bench    a full simulated pass vs oracle A's explicit computation: time, ratio, memory
 //
@@ -32,6 +33,7 @@
 #include "engine/provenance.h"
 #include "layers/layernorm.h"
 #include "models/gpt.h"
+#include "models/gpt_infer.h"
 #include "models/tint/tint_sim.h"
 #include "models/tint/tint_oracle.h"
 #include "models/trainer.h"
@@ -179,28 +181,109 @@ int cmd_lm(const Cli& cli) {
 
 // ---- fewshot ----------------------------------------------------------------------------------------------
 
+// One few-shot episode: demonstrations, then the evaluation example, each ending in its label token.
 struct Episode {
-    bool flip = false;
     std::vector<FewshotExample> demos;
     FewshotExample eval;
+    std::vector<int> label_tok;  // class c's label token in this episode
+    std::vector<int> sep;        // Multi format: the tokens between two examples
+    std::vector<int> sfc;        // the content-free prompt of the calibration (the label token follows)
+    int eval_line = 0;           // text task: the evaluation example's line in its file
 };
 
+// The synthetic task: new demos and a coin for the label words in every episode.
 Episode make_episode(int n_demos, Rng& rng) {
     Episode e;
-    e.flip = rng.below(2);
+    const int flip = (int)rng.below(2);
     std::vector<int> cls;
     for (int i = 0; i < n_demos; i++) cls.push_back(i % 2);
     for (int i = n_demos - 1; i > 0; i--) std::swap(cls[i], cls[rng.below(i + 1)]);
     // the new label words: NEW0 + (class XOR flip)
-    for (int c : cls) e.demos.push_back(fewshot_example(c, FS_NEW0 + (c ^ (int)e.flip), rng));
+    for (int c : cls) e.demos.push_back(fewshot_example(c, FS_NEW0 + (c ^ flip), rng));
     const int c = (int)rng.below(2);
-    e.eval = fewshot_example(c, FS_NEW0 + (c ^ (int)e.flip), rng);
+    e.eval = fewshot_example(c, FS_NEW0 + (c ^ flip), rng);
+    e.label_tok = {FS_NEW0 + flip, FS_NEW0 + (1 ^ flip)};
+    e.sep = {FS_SEP};
+    e.sfc = {FS_MARK};
     return e;
 }
 
+// The text task (--dataset, a pretrained model; spec §7.2): one set of n_demos demonstrations per seed (class i % C
+// for the i-th, drawn without replacement, then shuffled), and class-balanced evaluation examples (the i-th of class
+// i % C) drawn without replacement from --eval-data, else from the dataset's lines not used as demonstrations.
+// Tokens: each example's prompt (before + text + after) encoded as one text, then its label word's single token;
+// demonstrations joined by the separator's own tokens; no BOS token.
+struct TextEpisodes {
+    FewshotTemplate tmpl;
+    std::vector<int> demo_lines, dev_lines, test_lines;
+    std::vector<Episode> dev, test;
+};
+
+TextEpisodes text_episodes(const Cli& cli, const TextCodec& codec, int n_demos, int n_dev, int n_test, Rng& rng) {
+    TextEpisodes te;
+    te.tmpl = fewshot_template(cli.get("--template"), cli.has_value("--label-words") ? cli.get_list("--label-words") : std::vector<std::string>{});
+    const int C = (int)te.tmpl.labels.size();
+    std::vector<int> label_tok;
+    for (const std::string& w : te.tmpl.labels) {
+        std::vector<int> ids = codec.encode(w);
+        if (ids.size() != 1)
+            fail_usage(strfmt("--template %s: the label word %s is %zu tokens of this tokenizer; TinT reads one label token (choose --label-words "
+                              "that are single tokens)", te.tmpl.name.c_str(), quote_text(w).c_str(), ids.size()));
+        label_tok.push_back(ids[0]);
+    }
+    const std::string path = cli.get("--dataset");
+    const std::vector<LabeledText> data = read_labeled_text(path, C);
+    const bool own_eval = cli.has_value("--eval-data");
+    const std::vector<LabeledText> eval_data = own_eval ? read_labeled_text(cli.get("--eval-data"), C) : std::vector<LabeledText>{};
+    // pools of example indices per class
+    auto pools = [&](const std::vector<LabeledText>& d) {
+        std::vector<std::vector<int>> p(C);
+        for (int i = 0; i < (int)d.size(); i++) p[d[i].cls].push_back(i);
+        return p;
+    };
+    std::vector<std::vector<int>> pool = pools(data);
+    auto draw = [&](std::vector<std::vector<int>>& p, int cls, const std::string& what, const std::string& file) {
+        if (p[cls].empty()) fail(strfmt("%s: not enough examples of class %d for %s (class-balanced sampling)", file.c_str(), cls, what.c_str()));
+        const size_t j = rng.below(p[cls].size());
+        const int i = p[cls][j];
+        p[cls].erase(p[cls].begin() + (long)j);
+        return i;
+    };
+    std::vector<int> demo_idx;
+    for (int i = 0; i < n_demos; i++) demo_idx.push_back(draw(pool, i % C, strfmt("%d demonstrations", n_demos), path));
+    for (int i = n_demos - 1; i > 0; i--) std::swap(demo_idx[i], demo_idx[rng.below(i + 1)]);
+    std::vector<std::vector<int>> epool = own_eval ? pools(eval_data) : pool;
+    const std::vector<LabeledText>& ed = own_eval ? eval_data : data;
+    const std::string efile = own_eval ? cli.get("--eval-data") : path;
+    auto example = [&](const LabeledText& x) {
+        FewshotExample f;
+        f.cls = x.cls;
+        f.tokens = codec.encode(te.tmpl.before + x.text + te.tmpl.after);
+        f.tokens.push_back(label_tok[x.cls]);
+        return f;
+    };
+    Episode base;
+    for (int i : demo_idx) {
+        base.demos.push_back(example(data[i]));
+        te.demo_lines.push_back(data[i].line);
+    }
+    base.label_tok = label_tok;
+    base.sep = codec.encode(te.tmpl.sep);
+    base.sfc = codec.encode(te.tmpl.after);
+    for (int i = 0; i < n_dev + n_test; i++) {
+        const int k = draw(epool, i % C, strfmt("%d dev + %d test examples", n_dev, n_test), efile);
+        Episode e = base;
+        e.eval = example(ed[k]);
+        e.eval_line = ed[k].line;
+        (i < n_dev ? te.dev : te.test).push_back(e);
+        (i < n_dev ? te.dev_lines : te.test_lines).push_back(ed[k].line);
+    }
+    return te;
+}
+
 // The TinT input of an episode in a format, with the position (`read`) whose logits predict the eval label.
-// Single: demos and eval as separate segments (block ICL mask, positions reset); Multi: joined by SEP (plain ICL).
-// Training tokens: everything except the eval label. Label-only loss: only the demos' label predictions.
+// Single: demos and eval as separate segments (block ICL mask, positions reset); Multi: joined by the separator
+// (plain ICL). Training tokens: everything except the eval label. Label-only loss: only the demos' label predictions.
 TintInput episode_input(const Episode& e, bool single, bool label_only, int& read) {
     TintInput in;
     in.B = 1;
@@ -214,12 +297,13 @@ TintInput episode_input(const Episode& e, bool single, bool label_only, int& rea
             is_label.push_back(i + 1 == x.tokens.size());
             in.T++;
         }
-        if (sep) {
-            in.ids.push_back(FS_SEP);
-            in.pos.push_back(in.T);
-            is_label.push_back(0);
-            in.T++;
-        }
+        if (sep)
+            for (int t : e.sep) {
+                in.ids.push_back(t);
+                in.pos.push_back(in.T);
+                is_label.push_back(0);
+                in.T++;
+            }
     };
     for (auto& d : e.demos) add(d, !single);
     add(e.eval, false);
@@ -258,7 +342,7 @@ Batch single_batch(const TintInput& in) {
         for (int i = 0; i < Tm; i++) {
             const int t = starts[s] + i;
             const bool in_seg = t < starts[s + 1];
-            bt.tokens.push_back(in_seg ? in.ids[t] : FS_SEP);
+            bt.tokens.push_back(in_seg ? in.ids[t] : 0);  // padding: any token (causal, masked out of the loss)
             bt.targets.push_back(in_seg && t + 1 < in.T ? in.ids[t + 1] : 0);
             bt.mask.push_back(in_seg && t + 1 < starts[s + 1] ? (float)m[t] : 0.0f);
         }
@@ -268,61 +352,101 @@ Batch single_batch(const TintInput& in) {
 int cmd_fewshot(const Cli& cli) {
     // every flag is checked before the (possibly long) training of the auxiliary model
     const uint64_t seed = cli.get_seed();
-    const int n_demos = (int)cli.get_int("--demos", 1, 64), n_test = (int)cli.get_int("--episodes", 1, 1 << 20),
+    const int n_demos = (int)cli.get_int("--demos", 1, 256), n_test = (int)cli.get_int("--episodes", 1, 1 << 20),
               n_dev = (int)cli.get_int("--dev-episodes", 1, 1 << 20);
+    const bool text_task = cli.has_value("--dataset");
+    if (cli.has_value("--load-hf") && !text_task)
+        fail_usage("--load-hf: tint fewshot with a pretrained model needs --dataset FILE (LABEL<TAB>TEXT lines; see --help)");
+    if (text_task && !cli.has_value("--load-hf")) fail_usage("--dataset: the text task needs a pretrained model (--load-hf DIR)");
+    if (!text_task)
+        for (const char* f : {"--eval-data", "--label-words", "--tokenizer"})
+            if (cli.given(f)) fail_usage(std::string(f) + ": only with --dataset (the text task of a pretrained model)");
+    if (!text_task && cli.given("--template")) fail_usage("--template: only with --dataset (the text task of a pretrained model)");
     const std::vector<double> etas = cli.has_value("--etas") ? cli.get_double_list("--etas", 0, 1e6) : std::vector<double>{3e-3, 1e-2, 3e-2, 1e-1, 3e-1};
     const GPTConfig g0 = planned_aux_config(cli, "fewshot");
     const std::vector<Budget> bud = budgets(cli, g0.L);
     const TintConfig c = tint_config(cli, g0);
     Rng dr = Rng(seed).split(505), tr = Rng(seed).split(606);
     std::vector<Episode> dev, test;
-    for (int i = 0; i < n_dev; i++) dev.push_back(make_episode(n_demos, dr));
-    for (int i = 0; i < n_test; i++) test.push_back(make_episode(n_demos, tr));
+    TextEpisodes te;
+    if (text_task) {
+        const TextCodec codec = model_codec(cli.get("--tokenizer"), cli.get("--load-hf"), g0.V, true);
+        te = text_episodes(cli, codec, n_demos, n_dev, n_test, dr);
+        dev = te.dev;
+        test = te.test;
+    } else {
+        for (int i = 0; i < n_dev; i++) dev.push_back(make_episode(n_demos, dr));
+        for (int i = 0; i < n_test; i++) test.push_back(make_episode(n_demos, tr));
+    }
     for (auto* set : {&dev, &test})
         for (const Episode& e : *set) {
             int r0;
             TintInput m = episode_input(e, false, true, r0);
             if (m.T > g0.maxT)
-                fail_usage(strfmt("--demos %d: a Multi-format episode has %d tokens > the model's %d positions; use fewer --demos or a longer --seq",
-                                  n_demos, m.T, g0.maxT));
+                fail_usage(strfmt("--demos %d: a Multi-format episode has %d tokens > the model's %d positions; use fewer --demos%s", n_demos, m.T,
+                                  g0.maxT, text_task ? " or shorter texts" : " or a longer --seq"));
         }
+    const int C = (int)test[0].label_tok.size();
     std::string dir = subcommand_run_dir(cli, "tint", "fewshot");
     GPT<float> aux = load_or_train(cli, "fewshot", dir, nullptr);
     const GPTConfig& g = aux.cfg;
-    // margin = log p(NEW0) − log p(NEW1) at the read position (the label words' log-softmax difference)
-    auto margin = [&](const float* z) { return (double)z[FS_NEW0] - (double)z[FS_NEW1]; };
-    // does the model read the class? its zero-shot accuracy with the pretraining label words (LABEL0 + class)
-    double reads_class = 0;
-    for (const Episode& e : test) {
-        Batch bt;
-        bt.B = 1;
-        bt.T = (int)e.eval.tokens.size();
-        bt.tokens = e.eval.tokens;
-        aux.forward(bt);
-        std::vector<float> lg = aux.outputs();
-        const float* z = lg.data() + (size_t)(bt.T - 2) * g.V;
-        reads_class += (z[FS_LABEL0 + e.eval.cls] > z[FS_LABEL1 - e.eval.cls]) / (double)test.size();
+    // the label words' scores at the read position: their logits (the same argmax as their log-probabilities)
+    auto scores = [&](const float* z, const Episode& e) {
+        std::vector<double> v;
+        for (int t : e.label_tok) v.push_back((double)z[t]);
+        return v;
+    };
+    // the predicted class: argmax of the scores (minus the content-free prompt's when calibrating)
+    auto predict = [](const std::vector<double>& s, const std::vector<double>* cf) {
+        int best = 0;
+        for (int k = 1; k < (int)s.size(); k++)
+            if (s[k] - (cf ? (*cf)[k] : 0.0) > s[best] - (cf ? (*cf)[best] : 0.0)) best = k;
+        return best;
+    };
+    // synthetic task: does the model read the class? its zero-shot accuracy with the pretraining label words
+    double reads_class = NAN;
+    if (!text_task) {
+        reads_class = 0;
+        for (const Episode& e : test) {
+            Batch bt;
+            bt.B = 1;
+            bt.T = (int)e.eval.tokens.size();
+            bt.tokens = e.eval.tokens;
+            aux.forward(bt);
+            std::vector<float> lg = aux.outputs();
+            const float* z = lg.data() + (size_t)(bt.T - 2) * g.V;
+            reads_class += (z[FS_LABEL0 + e.eval.cls] > z[FS_LABEL1 - e.eval.cls]) / (double)test.size();
+        }
     }
-    // Accuracy of one arm on a set of episodes, before and after the update, uncalibrated and calibrated.
-    // Calibration (spec §7.2, "icl_sfc"): the label words' margin on the episode minus their margin on the same demos
-    // followed by the content-free prompt [MARK] (a second pass, which also updates internally).
-    struct Acc { double before = 0, after = 0, before_cal = 0, after_cal = 0; };
+    // Accuracy of one arm on a set of episodes, before and after the update, uncalibrated and calibrated, and each
+    // episode's scores. Calibration (spec §7.2, "icl_sfc"): the label words' scores on the episode minus their scores
+    // on the same demos followed by the content-free prompt (a second pass, which also updates internally).
+    struct Acc {
+        double before = 0, after = 0, before_cal = 0, after_cal = 0;
+        std::vector<std::vector<double>> s0, s1;  // [2·episode + (0 = episode, 1 = content-free prompt)] → C scores
+    };
     auto run_arm = [&](const std::string& method, bool single, bool label_only, Budget b, double eta, const std::vector<Episode>& eps) {
         const int n = (int)eps.size(), V = g.V;
-        std::vector<double> m0(2 * n), m1(2 * n);  // margins before/after: [episode, content-free prompt]
+        Acc a;
+        a.s0.assign(2 * n, {});
+        a.s1.assign(2 * n, {});
         TintConfig cc = c;
         cc.eta = eta;
         Tint<float> tt(cc);
 #pragma omp parallel for schedule(dynamic)
         for (int job = 0; job < 2 * n; job++) {
             Episode e = eps[job / 2];
-            if (job % 2) e.eval.tokens = {FS_MARK, e.eval.tokens.back()};  // the content-free prompt
+            if (job % 2) {  // the content-free prompt, then the label token
+                const int lab = e.eval.tokens.back();
+                e.eval.tokens = e.sfc;
+                e.eval.tokens.push_back(lab);
+            }
             int r;
             TintInput in = episode_input(e, single, label_only, r);
             if (method == "tint") {
                 TintOutput<float> o = tt.run(aux, in, b.k, b.s);
-                m0[job] = margin(o.logits0.data() + (size_t)r * V);
-                m1[job] = margin(o.logits1.data() + (size_t)r * V);
+                a.s0[job] = scores(o.logits0.data() + (size_t)r * V, e);
+                a.s1[job] = scores(o.logits1.data() + (size_t)r * V, e);
             } else {
                 GPT<float> m(g, Device::cpu, 1);  // a private copy per thread
                 copy_params(m, aux);
@@ -330,17 +454,16 @@ int cmd_fewshot(const Cli& cli) {
                 OracleOutput<float> B = oracle_b(m, bt, eta, b.k, b.s, method == "dyn-all");
                 // Single: the eval segment is the batch's last row
                 const size_t row = single ? ((size_t)(bt.B - 1) * bt.T + (r - (in.T - (int)e.eval.tokens.size()))) * V : (size_t)r * V;
-                m0[job] = margin(B.logits0.data() + row);
-                m1[job] = margin(B.logits1.data() + row);
+                a.s0[job] = scores(B.logits0.data() + row, e);
+                a.s1[job] = scores(B.logits1.data() + row, e);
             }
         }
-        Acc a;
         for (int i = 0; i < n; i++) {
-            const bool want0 = (eps[i].eval.cls ^ (int)eps[i].flip) == 0;  // the right label word is NEW0
-            a.before += ((m0[2 * i] > 0) == want0) / (double)n;
-            a.after += ((m1[2 * i] > 0) == want0) / (double)n;
-            a.before_cal += ((m0[2 * i] - m0[2 * i + 1] > 0) == want0) / (double)n;
-            a.after_cal += ((m1[2 * i] - m1[2 * i + 1] > 0) == want0) / (double)n;
+            const int want = eps[i].eval.cls;
+            a.before += (predict(a.s0[2 * i], nullptr) == want) / (double)n;
+            a.after += (predict(a.s1[2 * i], nullptr) == want) / (double)n;
+            a.before_cal += (predict(a.s0[2 * i], &a.s0[2 * i + 1]) == want) / (double)n;
+            a.after_cal += (predict(a.s1[2 * i], &a.s1[2 * i + 1]) == want) / (double)n;
         }
         return a;
     };
@@ -354,12 +477,23 @@ int cmd_fewshot(const Cli& cli) {
         }
     for (Budget b : bud)
         if (b.k != full.k || b.s != full.s) arms.push_back({"tint", true, true, b});
-    std::printf("tint fewshot: %d demos per episode, %d dev + %d test episodes; two label words never seen in pretraining, their\n"
-                "mapping to the classes a coin per episode (chance = 50%%); TinT K=%d D=%d eps=%g\n"
-                "the auxiliary model reads the class: %.1f%% zero-shot with its pretraining label words\n",
-                n_demos, n_dev, n_test, c.K(), c.D(), c.eps, 100 * reads_class);
+    if (text_task)
+        std::printf("tint fewshot: %s (template %s, %d classes), %d demonstrations (the same for every example of this seed), %d dev + %d test "
+                    "examples;\nTinT K=%d D=%d eps=%g\n",
+                    cli.get("--dataset").c_str(), te.tmpl.name.c_str(), C, n_demos, n_dev, n_test, c.K(), c.D(), c.eps);
+    else
+        std::printf("tint fewshot: %d demos per episode, %d dev + %d test episodes; two label words never seen in pretraining, their\n"
+                    "mapping to the classes a coin per episode (chance = 50%%); TinT K=%d D=%d eps=%g\n"
+                    "the auxiliary model reads the class: %.1f%% zero-shot with its pretraining label words\n",
+                    n_demos, n_dev, n_test, c.K(), c.D(), c.eps, 100 * reads_class);
     TextOut csv(dir + "/table.csv", csv_provenance_comment());
     csv.printf("method,format,loss,k,s,eta,acc_dev,acc_dev_cal,acc_test,acc_test_cal,acc_test_before,acc_test_before_cal\n");
+    // every test episode's label-word scores of every arm (at its η chosen uncalibrated), for analysis and the tests
+    TextOut ecsv(dir + "/episodes.csv", csv_provenance_comment());
+    ecsv.printf("method,format,loss,k,s,eta,episode,line,class");
+    for (const char* w : {"before", "after", "cf_before", "cf_after"})
+        for (int k = 0; k < C; k++) ecsv.printf(",%s_%d", w, k);
+    ecsv.printf("\n");
     nlohmann::json jrows = nlohmann::json::array();
     Acc zero, icl;  // before any update: Single = the eval example alone (block mask), Multi = plain ICL
     std::vector<std::string> lines;
@@ -382,6 +516,13 @@ int cmd_fewshot(const Cli& cli) {
         csv.printf("%s,%s,%d,%d,%g/%g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", a.method.c_str(), fmt(a).c_str(), a.b.k, a.b.s, eta_u, eta_c, best, best_cal,
                      tu.after, tc.after_cal, tu.before, tu.before_cal);
         csv.commit();
+        for (int i = 0; i < n_test; i++) {
+            ecsv.printf("%s,%s,%d,%d,%g,%d,%d,%d", a.method.c_str(), fmt(a).c_str(), a.b.k, a.b.s, eta_u, i, test[i].eval_line, test[i].eval.cls);
+            for (const std::vector<double>* v : {&tu.s0[2 * i], &tu.s1[2 * i], &tu.s0[2 * i + 1], &tu.s1[2 * i + 1]})
+                for (double x : *v) ecsv.printf(",%.9g", x);
+            ecsv.printf("\n");
+        }
+        ecsv.commit();
         auto se = [&](double p) { return 100 * std::sqrt(p * (1 - p) / n_test); };
         lines.push_back(strfmt("  %-10s %-7s %-6s (%d,%d) | eta %-6g %5.1f%% ± %4.1f | eta %-6g %5.1f%% ± %4.1f", a.method == "tint" ? "TinT" : "dyn. eval",
                                a.single ? "Single" : "Multi", a.label ? "label" : "full", a.b.k, a.b.s, eta_u, 100 * tu.after, se(tu.after), eta_c,
@@ -394,15 +535,22 @@ int cmd_fewshot(const Cli& cli) {
                      el / (ai + 1) * (arms.size() - ai - 1));
     }
     csv.commit();
-    std::printf("\naccuracy on %d test episodes (η chosen on %d dev episodes; ± = binomial standard error):\n\n", n_test, n_dev);
+    std::printf("\naccuracy on %d test %s (η chosen on %d dev %s; ± = binomial standard error):\n\n", n_test, text_task ? "examples" : "episodes", n_dev,
+                text_task ? "examples" : "episodes");
     std::printf("  %-31s | %-24s | %-24s\n", "", "uncalibrated", "calibrated");
     std::printf("  %-31s | %16.1f%%        | %16.1f%%\n  %-31s | %16.1f%%        | %16.1f%%\n", "zero-shot (eval example alone)", 100 * zero.before,
                 100 * zero.before_cal, "vanilla ICL (Multi, no update)", 100 * icl.before, 100 * icl.before_cal);
     for (auto& l : lines) std::printf("%s\n", l.c_str());
-    write_summary(dir, cli, {{"subcommand", "fewshot"}, {"zero_shot", zero.before}, {"zero_shot_cal", zero.before_cal}, {"icl", icl.before},
-                             {"icl_cal", icl.before_cal}, {"reads_class", reads_class}, {"rows", jrows},
-                             {"aux", g.to_json()}});
-    std::printf("\nwrote %s/{table.csv, summary.json}\n", dir.c_str());
+    nlohmann::json sum = {{"subcommand", "fewshot"}, {"zero_shot", zero.before}, {"zero_shot_cal", zero.before_cal}, {"icl", icl.before},
+                          {"icl_cal", icl.before_cal}, {"rows", jrows}, {"aux", g.to_json()}};
+    if (text_task)
+        sum["text_task"] = {{"dataset", cli.get("--dataset")}, {"eval_data", cli.get("--eval-data")}, {"template", te.tmpl.name},
+                            {"label_words", te.tmpl.labels}, {"label_tokens", test[0].label_tok}, {"demo_lines", te.demo_lines},
+                            {"dev_lines", te.dev_lines}, {"test_lines", te.test_lines}};
+    else
+        sum["reads_class"] = reads_class;
+    write_summary(dir, cli, sum);
+    std::printf("\nwrote %s/{table.csv, episodes.csv, summary.json}\n", dir.c_str());
     return 0;
 }
 
