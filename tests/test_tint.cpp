@@ -817,24 +817,77 @@ TEST_CASE("reset (§10.20) and batch independence (§10.21): no state carried be
     CHECK(ob.params[0] != ob.params[1]);
 }
 
-TEST_CASE("parameter counts (§6, §10.22): the Table-1 formula for OPT-125m … 2.7b beside the paper; our construction's count") {
-    struct Row { int d, L, H; double F, B, Ds, Tot; };  // paper Table 1 (billions)
-    for (Row r : {Row{768, 12, 12, 0.4, 0.4, 0.4, 1.2}, Row{2048, 24, 16, 3.7, 3.6, 3.5, 10.8}, Row{2560, 32, 16, 7.4, 7.2, 7.2, 21.8}}) {
-        TintFormula f = tint_formula(r.d, r.L, 2048, r.H);
-        CHECK(f.fwd / 1e9 == doctest::Approx(r.F).epsilon(0.1));
-        CHECK(f.bwd / 1e9 == doctest::Approx(r.B).epsilon(0.1));
-        CHECK(f.desc / 1e9 == doctest::Approx(r.Ds).epsilon(0.1));
-        CHECK(f.total / 1e9 == doctest::Approx(r.Tot).epsilon(0.07));
+// Our construction's size in closed form, counted by hand from the module definitions (spec §3–4, tint_modules.cpp):
+// with B = S+1 d-blocks of the width D = d·B, K = d/S prefixes, H_l = D/K linear heads, H_s softmax heads,
+// T_s = T + K one-hot positions, a split-wise H-split op has D²/H + D parameters (W (H,c,c) and a bias), a
+// dimension-wise one D·H + D (W (c,H,H)), a position term (D/H)·T_s + H, a gate 2·T_s + 2.
+struct ClosedForm { int64_t fwd, bwd, desc; };
+ClosedForm tint_closed_form(int64_t d, int64_t S, int64_t T, int64_t H_s, int64_t L, int64_t k) {
+    const int64_t B = S + 1, D = d * B, K = d / S, H_l = D / K, Ts = T + K;
+    auto split = [&](int64_t H) { return D * D / H + D; };
+    auto dim = [&](int64_t H) { return D * H + D; };
+    const int64_t pos = K * Ts + H_l, gate = 2 * Ts + 2;
+    // Linear Forward: q, k, v (dim-wise, H_l) each with a position term; o = o1 (dim, H_l), o2 (split, B), o3 (dim, B);
+    // a memory skip (dim, B) when it keeps its input; the gate
+    const int64_t lf = 3 * (dim(H_l) + pos) + dim(H_l) + split(B) + dim(B) + gate, lf_mem = lf + dim(B);
+    // Linear Backward: q = the gradient rows (split B, dim H_l); a key position term; v, o (dim H_l); skip; gate
+    const int64_t lb = split(B) + dim(H_l) + pos + 2 * dim(H_l) + dim(B) + gate;
+    // Linear Descent: query and key position terms, k = the gradient rows, v (dim H_l), o = identity; gate. β only: no k
+    const int64_t ld = 2 * pos + split(B) + dim(H_l) + dim(H_l) + gate, ld_beta = 2 * pos + dim(H_l) + gate;
+    // LayerNorm Forward: the group norm (skip, gate) + a Linear Forward with memory
+    const int64_t lnf = dim(B) + gate + lf_mem;
+    // LayerNorm Backward: Linear Backward + shift (dim B, gate), group norm (skip, gate), difference (dim B, gate)
+    const int64_t lnb = lb + 3 * (dim(B) + gate);
+    // activations: forward fc, proj, skip (dim B) + gate; backward fc, proj only
+    const int64_t af = 3 * dim(B) + gate, ab = 2 * dim(B);
+    // softmax attention (forward and backward alike): q, k, v = head select (dim H_s) + slot move (split H_s); o (dim
+    // H_s); skip; gate
+    const int64_t at = 3 * (dim(H_s) + split(H_s)) + dim(H_s) + dim(B) + gate;
+    // per forward block 2 LN, Q/K/V Linear Forward, the attention, 3 Linear Forward with memory, the activation; + ln_f.
+    // per backward block 4 Linear Backward, the activation, 2 LN, the attention; + ln_f. per descent block 4 Linear
+    // Descent (fc2's has another bias scale, the same size), 2 β descents; + ln_f's
+    return {L * (2 * lnf + lf + at + 3 * lf_mem + af) + lnf, k * (4 * lb + ab + 2 * lnb + at) + lnb, k * (4 * ld + 2 * ld_beta) + ld_beta};
+}
+
+TEST_CASE("parameter counts (§6, §10.22): the constructed simulator = its closed form, at test size and at OPT-125m; the §6 formula") {
+    // the constructed modules as counted by Tint::count against the closed form written above from the construction
+    struct Shape { int d, n_h, L, T, S, H_sim; };
+    for (Shape sh : {Shape{24, 3, 2, 16, 3, 12}, Shape{48, 3, 4, 64, 4, 15}, Shape{768, 12, 12, 2048, 3, 12}}) {
+        TintConfig c;
+        c.d = sh.d; c.n_h = sh.n_h; c.L = sh.L; c.T = sh.T; c.S = sh.S; c.H_sim = sh.H_sim; c.V = 64;
+        Tint<float> tt(c);
+        for (int k : {0, 1, sh.L}) {
+            CAPTURE(sh.d);
+            CAPTURE(k);
+            const TintCount n = tt.count(k);
+            const ClosedForm f = tint_closed_form(sh.d, sh.S, sh.T, sh.H_sim, sh.L, k);
+            CHECK(n.fwd == f.fwd);
+            CHECK(n.bwd == f.bwd);
+            CHECK(n.desc == f.desc);
+            CHECK(n.total_nz() < n.total() / 5);  // mostly zeros: 0/±1 routing
+        }
+        if (sh.d == 768) {
+            // OPT-125m, all 12 layers simulated: 0.347 b forward, 0.258 b backward, 0.205 b descent, 0.810 b in all —
+            // 0.68 of the paper's 1.2 b (Table 1) and of the §6 reconstruction's 1.28 b, whose idealised modules charge
+            // split-wise maps where ours are dimension-wise (docs/tint.md). Reported, not asserted against the paper.
+            const TintCount n = tt.count(12);
+            MESSAGE("OPT-125m construction: " << n.fwd / 1e9 << " / " << n.bwd / 1e9 << " / " << n.desc / 1e9 << " / " << n.total() / 1e9 << " b");
+            CHECK(n.total() < tint_formula(768, 12, 2048, 12).total);
+        }
     }
-    TintFormula f = tint_formula(2560, 32, 2048, 16);  // the spec's worked check: 7.39 / 7.21 / 7.18 / 21.77 b
+    // the §6 formula as written in the spec (Q_split, Q, per-block F/B/D): the spec's own worked example for OPT-2.7b
+    // (7.39 / 7.21 / 7.18 / 21.77 b) — a check of this implementation of the formula, not evidence for the formula,
+    // which was reconstructed from Table 1
+    TintFormula f = tint_formula(2560, 32, 2048, 16);
     CHECK(f.fwd / 1e9 == doctest::Approx(7.39).epsilon(0.002));
+    CHECK(f.bwd / 1e9 == doctest::Approx(7.21).epsilon(0.002));
+    CHECK(f.desc / 1e9 == doctest::Approx(7.18).epsilon(0.002));
     CHECK(f.total / 1e9 == doctest::Approx(21.77).epsilon(0.002));
-    // the constructed simulator: backward/descent grow linearly with k, forward does not; most entries are zero
+    // the constructed simulator: backward/descent grow linearly with k, forward does not
     Tint<float> tt(tint_cfg(aux_cfg("relu")));
     TintCount c1 = tt.count(1), c2 = tt.count(2);
     CHECK(c2.fwd == c1.fwd);
     CHECK(c2.bwd - c1.bwd == c1.bwd - tt.count(0).bwd);
-    CHECK(c1.total_nz() < c1.total() / 5);
     CHECK(tt.lin_fwd.nonzeros() > 0);
 }
 
