@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/rng.h"
+#include "layers/linear_attention.h"
 #include "models/iclca/kernel_lm.h"
 
 namespace icl {
@@ -27,6 +28,23 @@ enum class IclcaVariant {
 // must number its input from p0 too). Refuses a model built without bias parameters.
 template <typename real>
 void iclca_convert(KernelLM<real>& m, const std::vector<int>& prompt, int p0 = 0, IclcaVariant v = IclcaVariant::exact);
+
+// Theorem 4.1 (spec §2.2), the special case the paper proves first: for the linear attention of
+// layers/linear_attention.h (φ = I, D = 1, no RoPE, no mask) and ONE layer, fold a prompt into the bias, in place:
+//     b'_KV[h] = b_KV[h] + Σ_{j<M} k'_j v'_jᵀ            k'_j, v'_j = the prompt's rows of qkv (M,3C)
+// (= b_KV + W_Kᵀ X'ᵀ X' W_V when qkv = X W_QKV). The input alone with b' then gives the prompted outputs at its
+// rows. No mask means the prompt's own outputs depend on the input, so a deeper layer cannot be folded this way.
+template <typename real>
+void linear_attention_fold(real* bkv,               // (NH,hs,hs)  updated
+                           const real* qkv_prompt,  // (M,3C)
+                           int M, int C, int NH) {
+    const int hs = C / NH;
+    std::vector<double> S;
+    for (int h = 0; h < NH; h++) {
+        linear_attention_state(S, qkv_prompt, bkv, 0, h, M, C, NH);  // b_KV[h] + Σ_j k'_j v'_jᵀ
+        for (size_t i = 0; i < S.size(); i++) bkv[(size_t)h * hs * hs + i] = (real)S[i];
+    }
+}
 
 // Logits (T,V) of one sequence through the parallel form, positions p0..p0+T−1.
 template <typename real>
