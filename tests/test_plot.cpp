@@ -185,6 +185,35 @@ TEST_CASE("line plot: x omitted, constant series, fixed y range, log x") {
     CHECK(load_png(dir / "one.png").count(c0) > 5);
 }
 
+TEST_CASE("line plot: error bars are drawn in the series colour, stretch the y range, and a size mismatch is refused") {
+    TmpDir dir;
+    icl::LinePlot p = icl::make_line_plot("bars", "x", "y");
+    icl::Series s;
+    s.label = "mean";
+    s.markers = true;
+    s.x = {1, 2, 3};
+    s.y = {1.0, 1.1, 1.2};
+    p.series = {s};
+    p.ymin = 0, p.ymax = 2;  // the same axes with and without bars
+    icl::save_line_plot(dir / "plain.png", p, 480, 320);
+    p.yerr = {{0.5, NAN, 0.5}};  // a NaN half-width: no bar at that point
+    icl::save_line_plot(dir / "bars.png", p, 480, 320);
+    unsigned char c0[3];
+    icl::palette_color(0, c0);
+    const Image a = load_png(dir / "plain.png"), b = load_png(dir / "bars.png");
+    // two bars of 2·0.5/2 of the plot height (~130 px each, antialiased) and their caps
+    CHECK(b.non_white() > a.non_white() + 150);
+    // without a fixed range the bars' ends are inside it: y from 0.5 to 1.7 at least
+    p.ymin = NAN, p.ymax = NAN;
+    icl::save_line_plot(dir / "auto.png", p, 480, 320);
+    const Image c = load_png(dir / "auto.png");
+    CHECK(c.non_white() > a.non_white());
+    p.yerr = {{0.1, 0.1}};
+    CHECK_THROWS_WITH_AS(icl::save_line_plot(dir / "bad.png", p), doctest::Contains("has 2 error bars but 3 y values"), icl::Error);
+    p.yerr = {{}, {}};
+    CHECK_THROWS_WITH_AS(icl::save_line_plot(dir / "bad.png", p), doctest::Contains("error bars for 2 series but 1 series"), icl::Error);
+}
+
 TEST_CASE("line plot: errors name the problem") {
     TmpDir dir;
     icl::LinePlot p = loss_plot();

@@ -64,13 +64,24 @@ void save_line_plot(const std::string& png_path, const LinePlot& p, int width, i
     xa.log = p.logx, ya.log = p.logy;
     // gather every drawable point, per series
     std::vector<double> xs, ys;
-    for (const Series& s : p.series) {
+    if (p.yerr.size() > p.series.size()) fail(strfmt("line plot '%s': error bars for %zu series but %zu series", name.c_str(), p.yerr.size(), p.series.size()));
+    static const std::vector<double> kNoErr;
+    auto err_of = [&](size_t si) -> const std::vector<double>& { return si < p.yerr.size() ? p.yerr[si] : kNoErr; };
+    for (size_t si = 0; si < p.series.size(); si++) {
+        const Series& s = p.series[si];
+        const std::vector<double>& yerr = err_of(si);
         if (!s.x.empty() && s.x.size() != s.y.size())
             fail(strfmt("line plot '%s': series '%s' has %zu x values but %zu y values", name.c_str(),
                         s.label.c_str(), s.x.size(), s.y.size()));
+        if (!yerr.empty() && yerr.size() != s.y.size())
+            fail(strfmt("line plot '%s': series '%s' has %zu error bars but %zu y values", name.c_str(), s.label.c_str(), yerr.size(),
+                        s.y.size()));
         for (size_t i = 0; i < s.y.size(); i++) {
             double xv = s.x.empty() ? (double)i : s.x[i], yv = s.y[i];
             if (xa.valid(xv) && ya.valid(yv)) xs.push_back(xv), ys.push_back(yv);
+            if (xa.valid(xv) && ya.valid(yv) && !yerr.empty() && std::isfinite(yerr[i]))  // the bar's ends in the range
+                for (double e : {yv - std::fabs(yerr[i]), yv + std::fabs(yerr[i])})
+                    if (ya.valid(e)) ys.push_back(e);
         }
     }
     if (xs.empty())
@@ -114,6 +125,7 @@ void save_line_plot(const std::string& png_path, const LinePlot& p, int width, i
         // series: one coverage mask each, runs broken at undrawable points
         for (size_t si = 0; si < p.series.size(); si++) {
             const Series& s = p.series[si];
+            const std::vector<double>& yerr = err_of(si);
             m.clear();
             std::vector<std::pair<double, double>> run;
             size_t npts = 0;
@@ -129,6 +141,12 @@ void save_line_plot(const std::string& png_path, const LinePlot& p, int width, i
                 if (ok) {
                     run.push_back({f.x.px(xv), f.y.px(yv)});
                     if (s.markers) m.disk(run.back().first, run.back().second, mr);
+                    if (!yerr.empty() && std::isfinite(yerr[i]) && ya.valid(yv - std::fabs(yerr[i])) && ya.valid(yv + std::fabs(yerr[i]))) {
+                        const double px = f.x.px(xv), lo = f.y.px(yv - std::fabs(yerr[i])), hi = f.y.px(yv + std::fabs(yerr[i]));
+                        stroke_run(m, {{px, lo}, {px, hi}}, 0.9, false);  // the bar and its two caps
+                        stroke_run(m, {{px - 4, lo}, {px + 4, lo}}, 0.9, false);
+                        stroke_run(m, {{px - 4, hi}, {px + 4, hi}}, 0.9, false);
+                    }
                 } else if (!run.empty()) {
                     if (run.size() > 4 * (size_t)(f.R - f.L)) run = reduce_columns(run);
                     stroke_run(m, run, 1.1, dashed_series(p, si));

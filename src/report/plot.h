@@ -47,6 +47,8 @@ struct LinePlot {
     std::vector<std::pair<std::string, double>> hlines;  // horizontal reference lines: (label, y)
     double ymin = NAN, ymax = NAN;                     // fixed y range; NaN = automatic (each side alone)
     double xmin = NAN, xmax = NAN;                     // fixed x range; NaN = automatic
+    // error bars: yerr[si] (empty, or one half-width per y of series si) draws y ± yerr[si][i] as a bar with caps
+    std::vector<std::vector<double>> yerr;
 };
 
 void save_line_plot(const std::string& png_path, const LinePlot& p, int width = 900, int height = 560);
