@@ -6,6 +6,8 @@
 #   make bench        CPU benchmarks (GEMM GFLOP/s, train step time)
 #   make reproduce-cpu every CPU-sized experiment of docs/ and the README into out/reproduce/ (hours)
 #   make sanitize     the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make mpi          every binary with MPI (data-parallel training under mpirun; engine/comm.h) — the default
+#                     whenever mpicxx is installed (Debian: libopenmpi-dev openmpi-bin); ICL_MPI=0 leaves it out
 #   make cuda         every binary (and build-cuda/test_icl) with the CUDA backend, into build-cuda/ (needs nvcc)
 #   make test-cuda    make cuda, then run the whole test suite from build-cuda/ (the CUDA tests need a GPU)
 #   make deps         install the Debian packages the build needs (as root) or print the command
@@ -59,6 +61,18 @@ CU_OBJS    = $(CU_SRCS:%.cu=$(BUILD)/%.o)
 ALL_CXXFLAGS += -DICL_CUDA -I.
 LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
 endif
+# MPI (src/engine/comm.h): compiled in when OpenMPI's `mpicxx` wrapper is found (its --showme gives the include and
+# link flags; the compiler stays $(CXX)), or asked for with ICL_MPI=1 (`make mpi`); ICL_MPI=0 leaves it out. The
+# sanitizer and fuzz builds leave it out (OpenMPI's own allocations would read as leaks).
+MPICXX     ?= $(shell command -v mpicxx 2>/dev/null)
+ICL_MPI    ?= $(if $(MPICXX),1,0)
+ifeq ($(ICL_MPI),1)
+ifeq ($(MPICXX),)
+$(error ICL_MPI=1 (make mpi) needs mpicxx: apt-get install libopenmpi-dev openmpi-bin)
+endif
+ALL_CXXFLAGS += -DICL_MPI $(shell $(MPICXX) --showme:compile)
+LDLIBS     += $(shell $(MPICXX) --showme:link)
+endif
 # Provenance (src/engine/provenance.h): the commit, whether the tree had uncommitted changes, and the flags are
 # compiled into provenance.o; a stamp file changes (and rebuilds that one object) only when one of them does.
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
@@ -79,7 +93,7 @@ TOOLS      = $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
 TEST_OBJS  = $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
 TEST_BIN   = $(BUILD)/test_icl
 
-.PHONY: all test run bench reproduce-cpu sanitize deps clean cuda test-cuda fuzz fuzz-run
+.PHONY: all test run bench reproduce-cpu sanitize deps clean cuda test-cuda fuzz fuzz-run mpi
 .SECONDARY:
 all: deps $(BINS) $(TOOLS)
 
@@ -154,8 +168,11 @@ cuda:
 test-cuda: cuda
 	+$(MAKE) ICL_CUDA=1 BUILD=$(CUDA_BUILD) NVCC=$(NVCC) test
 
+mpi:
+	+$(MAKE) ICL_MPI=1 all $(TEST_BIN)
+
 sanitize:
-	$(MAKE) BUILD=build-san OPT_FLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	$(MAKE) ICL_MPI=0 BUILD=build-san OPT_FLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	  LDFLAGS="-fsanitize=address,undefined" test
 
 # Fuzzing (tests/fuzz/fuzz_targets.h): the library and the targets built by clang with ASan + UBSan and libFuzzer's
@@ -168,7 +185,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_FLAGS   = -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 fuzz:
 	@command -v clang++ >/dev/null 2>&1 || { echo "error: make fuzz needs clang++ with libFuzzer and libomp (Debian: clang libomp-dev)"; exit 1; }
-	+$(MAKE) CXX=clang++ BUILD=build-fuzz OPT_FLAGS="$(FUZZ_FLAGS)" ARCH_FLAGS= build-fuzz/libicl.a build-fuzz/tests/fuzz/fuzz_targets.o
+	+$(MAKE) ICL_MPI=0 CXX=clang++ BUILD=build-fuzz OPT_FLAGS="$(FUZZ_FLAGS)" ARCH_FLAGS= build-fuzz/libicl.a build-fuzz/tests/fuzz/fuzz_targets.o
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "clang++ … -DICL_FUZZ_TARGET=$$t tests/fuzz/fuzz_main.cpp -o build-fuzz/fuzz_$$t"; \
 	  clang++ -std=c++17 -fopenmp -Isrc $(FUZZ_FLAGS) -fsanitize=fuzzer -DICL_FUZZ_TARGET=$$t tests/fuzz/fuzz_main.cpp \

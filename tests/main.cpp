@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
     if (!icl_test::have_numpy()) std::printf("[icl] skipping the NumPy cross-checks: /usr/bin/python3 with numpy not found\n");
     const std::string tiktoken = icl_test::tiktoken_skip_reason();
     if (!tiktoken.empty()) std::printf("[icl] skipping the GPT-2 tokenizer cross-check with js-tiktoken: %s\n", tiktoken.c_str());
+    const std::string mpi = icl_test::mpi_skip_reason();
+    if (!mpi.empty()) std::printf("[icl] skipping the multi-process (mpirun) test cases: %s\n", mpi.c_str());
     if (!icl_test::have_private_tmpfs())
         std::printf("[icl] skipping the full-tmpfs fault test: `unshare -rm` cannot mount a tmpfs here (no root, no user namespaces)\n");
     std::fflush(stdout);

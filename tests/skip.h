@@ -19,6 +19,7 @@
 #include <ctime>
 #include <string>
 
+#include "engine/comm.h"
 #include "engine/device.h"
 
 namespace icl_test {
@@ -112,8 +113,18 @@ inline std::string tiktoken_skip_reason() {
     return reason;
 }
 
+// Data-parallel runs (tests/test_mpi.cpp) need binaries built with MPI (the Makefile compiles it in when mpicxx
+// exists) and an mpirun to start them; the test binary is built like them, so its own build says which.
+inline std::string mpi_skip_reason() {
+    if (!icl::comm_built_with_mpi()) return "built without MPI (install libopenmpi-dev openmpi-bin; the Makefile then compiles it in)";
+    static const bool have = std::system("command -v mpirun >/dev/null 2>&1") == 0;
+    return have ? "" : "mpirun is not installed (openmpi-bin)";
+}
+
 }  // namespace icl_test
 
+#define MPI_CASE doctest::skip(!icl_test::mpi_skip_reason().empty())
+#define NO_MPI_CASE doctest::skip(icl::comm_built_with_mpi())
 #define GPU_CASE doctest::skip(!icl_test::gpu_skip_reason().empty())
 #define NUMPY_CASE doctest::skip(!icl_test::have_numpy())
 #define TMPFS_CASE doctest::skip(!icl_test::have_private_tmpfs())

@@ -13,6 +13,9 @@
 #include <new>
 #include <sstream>
 
+#include <unistd.h>
+
+#include "engine/comm.h"
 #include "engine/common.h"
 #include "engine/provenance.h"
 
@@ -334,22 +337,37 @@ RunEnv apply_run_flags(const Cli& cli) {
     return e;
 }
 
-int cli_main(int argc, char** argv, int (*run)(int, char**)) {
-    try {
-        return run(argc, argv);
-    } catch (const Error& e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return e.exit_code;
-    } catch (const std::bad_alloc&) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "error: out of memory (reduce --batch, --seq or the model size)\n");
-        return 1;
-    } catch (const std::exception& e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return 1;
+// One error line. With several processes (engine/comm.h) it names the rank and stops every rank: a rank other than 0
+// waits a moment first, so that an error every rank meets (a NaN loss, reduced across ranks) is printed once, by 0.
+static int report_error(const std::string& msg, int code) {
+    std::fflush(stdout);
+    const Comm& c = comm();
+    if (c.size > 1) {
+        if (c.rank != 0) usleep(2000000);
+        const std::string line = strfmt("error (rank %d of %d): %s\n", c.rank, c.size, msg.c_str());
+        if (write(comm_error_fd(), line.data(), line.size()) < 0) {
+        }
+        comm_abort(code);
     }
+    std::fprintf(stderr, "error: %s\n", msg.c_str());
+    return code;
+}
+
+int cli_main(int argc, char** argv, int (*run)(int, char**)) {
+    int code = 0;
+    try {
+        comm_init(&argc, &argv);
+        code = run(argc, argv);
+    } catch (const Error& e) {
+        return report_error(e.what(), e.exit_code);
+    } catch (const std::bad_alloc&) {
+        return report_error("out of memory (reduce --batch, --seq or the model size)", 1);
+    } catch (const std::exception& e) {
+        return report_error(e.what(), 1);
+    }
+    if (code != 0 && comm().size > 1) comm_abort(code);
+    comm_finalize();
+    return code;
 }
 
 static std::string subcommand_list(const std::vector<Subcommand>& table) {

@@ -1,6 +1,8 @@
 // fileio.cpp — see fileio.h.
 #include "engine/fileio.h"
 
+#include "engine/comm.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -86,6 +88,7 @@ int write_all(int fd, const void* data, size_t n) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::vector<ByteSpan>& parts) {
+    if (!comm_root()) return;  // several processes (engine/comm.h): rank 0 alone writes
     if (path.empty()) fail("cannot write a file with an empty name");
     refuse_special_target(path);
     const auto [dir, name] = split_path(path);

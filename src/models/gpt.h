@@ -68,6 +68,9 @@ struct GPT {
     // scale.ce (gradient accumulation, models/lm_io.h; 1 otherwise).
     double forward(const Batch& batch);
     LossScale scale;
+    // Data-parallel training (models/trainer.h, engine/comm.h): a micro-batch another rank runs moves this model's
+    // random state as its forward would (the random-neighbour draw count), so every rank stays in step.
+    void skip_forward(const Batch&) { forwards_++; }
     // Backward pass of the last forward. Zeroes grads first, then fills every parameter and activation gradient.
     void backward();
     // Inference-only logits (B,T,V) or predictions (B,T,d_out) of the last forward, on the host.

@@ -1,6 +1,8 @@
 // trainer.cpp — the training options and summary every trainer shares (see trainer.h).
 #include "models/trainer.h"
 
+#include "engine/comm.h"
+
 #include <filesystem>
 
 #include "engine/fileio.h"
@@ -52,8 +54,11 @@ AdamWConfig adamw_from_cli(const Cli& cli) {
     return a;
 }
 
+// --grad-accum may change with the number of processes (engine/comm.h), as long as processes × micro-batches per step
+// stays the checkpoint's (restore_train_state checks it): a 2-rank run resumes in 1 rank with twice the accumulation.
 const std::vector<std::string> kResumeMayChange = {"--resume", "--steps", "--out", "--save", "--save-every", "--threads",
-                                                   "--device", "--tf32", "--dump-npy", "--dump-step", "--sample", "--temperature"};
+                                                   "--device", "--tf32", "--dump-npy", "--dump-step", "--sample", "--temperature",
+                                                   "--grad-accum"};
 
 std::string architecture_checkpoint(const Cli& cli) {
     if (cli.has_flag("--resume") && cli.has_value("--resume")) return cli.get("--resume");
@@ -124,7 +129,9 @@ std::map<std::string, std::string> train_state_metadata(const TrainOptions& o, c
     nlohmann::json streams = nlohmann::json::object(), counters = nlohmann::json::object();
     for (auto& s : rs.streams) streams[s.first] = s.second->state();
     for (auto& c : rs.counters) counters[c.first] = std::to_string(*c.second);  // as text: JSON numbers lose bits above 2^53
-    nlohmann::json st = {{"binary", o.binary}, {"step", steps_done}, {"steps", o.steps}, {"streams", streams}, {"counters", counters}};
+    // micro_batches: the micro-batches of one step over every process (processes × --grad-accum): the global batch
+    nlohmann::json st = {{"binary", o.binary}, {"step", steps_done}, {"steps", o.steps}, {"streams", streams}, {"counters", counters},
+                         {"micro_batches", comm().size * std::max(1, o.grad_accum)}, {"processes", comm().size}};
     return {{"step", std::to_string(steps_done)}, {"loss", strfmt("%.9g", loss)}, {"train_state", st.dump()},
             {"flags", nlohmann::json(o.flags).dump()}};
 }
@@ -152,6 +159,22 @@ int restore_train_state(const TrainOptions& o, const RandomState& rs) {
             const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
             if (v.empty() || *end || v[0] == '-') fail("checkpoint " + path + ": the training state has no valid '" + c.first + "' counter");
             *c.second = x;
+        }
+        // the global batch must stay the same (older checkpoints, without the field, were one process × their --grad-accum)
+        const int here = comm().size * std::max(1, o.grad_accum);
+        int64_t mb = 0, np = 1;
+        if (st.contains("micro_batches")) {
+            mb = st.at("micro_batches").get<int64_t>();
+            np = st.value("processes", (int64_t)1);
+        } else if (ci.metadata.count("flags")) {  // before the field: one process × its --grad-accum
+            const nlohmann::json fl = nlohmann::json::parse(ci.metadata.at("flags"));
+            mb = fl.contains("--grad-accum") ? std::atoll(fl.at("--grad-accum").get<std::string>().c_str()) : 1;
+        }
+        if (mb > 0 && mb != here) {
+            fail_usage(strfmt("--grad-accum %d: the checkpoint's steps were %lld process%s × %lld micro-batch%s = %lld per step; here %d × %d = %d "
+                              "(keep processes × --grad-accum at %lld: the same global batch)",
+                              std::max(1, o.grad_accum), (long long)np, np == 1 ? "" : "es", (long long)(mb / np), mb / np == 1 ? "" : "es",
+                              (long long)mb, comm().size, std::max(1, o.grad_accum), here, (long long)mb));
         }
         if (st.at("steps").get<int64_t>() != o.steps)
             std::fprintf(stderr, "note: the checkpoint's run had --steps %lld, this one %d: the cosine schedule follows the new length\n",
@@ -192,7 +215,8 @@ nlohmann::json run_summary(const std::string& binary, const Cli& cli, const Task
     nlohmann::json s = {{"binary", binary}, {"task", task.kind}, {"model", model}, {"params", params},
                         {"flags", cli_json(cli.values())}, {"threads", threads}, {"device", device_name(dev)},
                         {"steps", r.steps_done}, {"final_train_loss", r.last_loss}, {"ms_per_step", r.ms_per_step},
-                        {"tokens_per_s", r.tokens_per_s}, {"checkpoint", o.save_path}};
+                        {"tokens_per_s", r.tokens_per_s}, {"checkpoint", o.save_path}, {"processes", comm().size},
+                        {"micro_batches_per_step", comm().size * std::max(1, o.grad_accum)}};
     for (auto& kv : r.last_eval) s["final_" + kv.first] = kv.second;
     s["provenance"] = provenance_json();
     return s;

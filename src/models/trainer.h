@@ -15,8 +15,17 @@
 // one's share of the loss (accumulation_scales below: W_i/W of the scored weight, the CGT's aux share and
 // sequence share too), runs forward/backward on each with the model's `scale` set to it and the parameter
 // gradients accumulating, then updates once. The step is the one of a single batch of K·B whenever the data
-// stream gives the same sequences in K draws of B as in one of K·B (every task of src/data does; the tests say so). Evaluation is a callback returning named metrics
-// ("val_loss", "val_acc", …), logged as columns and plotted when their name contains "loss".
+// stream gives the same sequences in K draws of B as in one of K·B (every task of src/data does; the tests say so).
+//
+// Several processes (mpirun -np N, engine/comm.h): every rank draws the step's N·K micro-batches from the same data
+// stream and computes the same scales; rank r runs micro-batches r·K … r·K+K−1 (the others move the model's random
+// state as their forwards would: skip_forward), the gradients and the loss are summed across the ranks, and every
+// rank makes the same update: N ranks × K micro-batches of B make the step of one batch of N·K·B. The parameters
+// are broadcast from rank 0 at the start; rank 0 alone writes (log.csv, checkpoints, dumps, plots). The host
+// buffers only: several ranks on a GPU (NCCL) are refused.
+//
+// Evaluation is a callback returning named metrics ("val_loss", "val_acc", …), logged as columns and plotted when
+// their name contains "loss"; every rank evaluates (the same parameters give the same numbers).
 #pragma once
 #include <cmath>
 #include <functional>
@@ -28,6 +37,7 @@
 #include "data/task.h"
 #include "engine/checkpoint.h"
 #include "engine/cli.h"
+#include "engine/comm.h"
 #include "engine/common.h"
 #include "engine/rng.h"
 #include "engine/run.h"
@@ -146,6 +156,12 @@ std::vector<LossScale> accumulation_scales(Model&, const std::vector<Batch>& mic
     return plain_accumulation_scales(micro);
 }
 
+// A micro-batch another rank runs: the model moves its random state as that forward would (GPT, CGT), if it has any.
+template <typename Model>
+auto skip_forward(Model& m, const Batch& b, int) -> decltype(m.skip_forward(b)) { m.skip_forward(b); }
+template <typename Model>
+void skip_forward(Model&, const Batch&, long) {}
+
 // Tell the model the step about to run, if it wants it (the CGT's β warm-up).
 template <typename Model>
 auto tell_step(Model& m, int step, int) -> decltype(m.set_train_step(step)) { m.set_train_step(step); }
@@ -170,6 +186,18 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
             fail_usage(strfmt("--dump-step %d: the run resumes at step %d; dump a later step", o.dump_step + 1, start + 1));
         std::fprintf(stderr, "resuming %s at step %d of %d\n", o.resume_path.c_str(), start + 1, o.steps);
     }
+    const Comm& world = comm();
+    const int K = std::max(1, o.grad_accum), R = world.size, mine = world.rank * K;  // this rank's micro-batches: mine … mine+K−1
+    if (R > 1) {
+        if (m.s.dev != Device::cpu)
+            fail(strfmt("%d processes on %s: the gradients would need NCCL between GPUs, which is not implemented yet; train on the CPU (--device cpu) "
+                        "or in one process", R, device_name(m.s.dev)));
+        if (!o.dump_dir.empty()) fail_usage("--dump-npy: dumps one batch's step; not with several processes");
+        comm_broadcast(m.s.params.ptr, m.s.ptable.total * sizeof(*m.s.params.ptr), 0);  // every rank starts from rank 0's parameters
+        const double mb = m.s.ptable.total * sizeof(*m.s.params.ptr) / 1e6;
+        std::fprintf(stderr, "data-parallel: %d processes × %d micro-batch%s per step; every step sums the gradient (%.3g MB) across them: "
+                             "each rank sends it once and receives it once (reduce to rank 0, broadcast back)\n", R, K, K == 1 ? "" : "es", mb);
+    }
     CsvLog log(o.run_dir + "/log.csv", cols, start ? earlier_log_rows(o.run_dir + "/log.csv", cols, start) : std::vector<std::map<std::string, double>>{});
     Progress progress(o.steps, o.progress_every);
     TrainResult r;
@@ -177,25 +205,32 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
     int timed = 0;
     for (int step = start; step < o.steps; step++) {
         tell_step(m, step, 0);
-        std::vector<Batch> micro;  // the step's batch, or its K micro-batches
-        for (int i = 0; i < std::max(1, o.grad_accum); i++) micro.push_back(next_batch(step));
+        std::vector<Batch> micro;  // the step's batch, or its R·K micro-batches (every rank draws them all)
+        for (int i = 0; i < R * K; i++) micro.push_back(next_batch(step));
         const Batch& batch = micro[0];
         double t0 = now_seconds(), t_dump = 0;
         const std::vector<LossScale> scales = micro.size() > 1 ? accumulation_scales(m, micro, 0) : std::vector<LossScale>(1);
         double loss = 0;
-        for (size_t i = 0; i < micro.size(); i++) {
-            m.scale = scales[i];                  // this micro-batch's share of the step's loss (1 without accumulation)
-            m.s.accumulate_grads = i > 0;         // the first backward zeroes the parameter grads, the others add
-            const double li = m.forward(micro[i]);
-            if (!std::isfinite(li)) {
-                progress.finish();
-                fail(strfmt("step %d: the loss is %s; stopping (last good checkpoint: %s)", step + 1, std::isnan(li) ? "NaN" : "Inf", last_ckpt.c_str()));
+        for (int i = 0; i < (int)micro.size(); i++) {
+            if (i < mine || i >= mine + K) {  // another rank's
+                skip_forward(m, micro[i], 0);
+                continue;
             }
+            m.scale = scales[i];                  // this micro-batch's share of the step's loss (1 without accumulation)
+            m.s.accumulate_grads = i > mine;      // the first backward zeroes the parameter grads, the others add
+            loss += m.forward(micro[i]);
             m.backward();
-            loss += li;
         }
         m.scale = LossScale{};
         m.s.accumulate_grads = false;
+        if (R > 1) {  // the step's gradient and loss: the sums over the ranks (the same bits on every rank)
+            comm_sum(m.s.grads.ptr, m.s.ptable.total);
+            comm_sum(&loss, 1);
+        }
+        if (!std::isfinite(loss)) {  // after the sum: a NaN on any rank stops every rank with the same message
+            progress.finish();
+            fail(strfmt("step %d: the loss is %s; stopping (last good checkpoint: %s)", step + 1, std::isnan(loss) ? "NaN" : "Inf", last_ckpt.c_str()));
+        }
         if (step == o.dump_step && !o.dump_dir.empty()) {  // not part of the step's time
             const double td = now_seconds();
             m.s.dump_npy(o.dump_dir, step + 1, &batch, model_dump_extras(m, 0));
@@ -214,7 +249,7 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
         device_sync(m.s.dev);
         double dt = now_seconds() - t0 - t_dump;
         if (step > start || o.steps == start + 1) { t_total += dt; timed++; }  // the first step warms up (unless it is the only one)
-        double tps = o.tokens_per_step / dt;
+        double tps = o.tokens_per_step * R / dt;  // every rank's tokens
         r.losses.push_back(loss);
         r.last_loss = loss;
         std::map<std::string, double> row = {{"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
@@ -251,7 +286,7 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
     log.flush();
     progress.finish();
     r.ms_per_step = timed ? t_total / timed * 1e3 : NAN;
-    r.tokens_per_s = timed ? o.tokens_per_step / (t_total / timed) : NAN;
+    r.tokens_per_s = timed ? o.tokens_per_step * R / (t_total / timed) : NAN;
     // loss.png: training loss (and every eval column with "loss" in its name) against the step
     LinePlot p = make_line_plot(o.title, "step", "loss", false, true);
     std::vector<double> steps = log.column("step");

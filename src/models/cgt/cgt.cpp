@@ -493,6 +493,14 @@ std::vector<LossScale> CGT<real>::accumulation_scales(const std::vector<Batch>& 
 }
 
 template <typename real>
+void CGT<real>::skip_forward(const Batch& bt) {
+    if (cfg.vae) fail("train_cgt: the VAE variant cannot train on several processes yet (its noise draws are not replayed across ranks); run it in one");
+    const bool has_targets = !bt.targets.empty() || !bt.target_vecs.empty();
+    if (has_targets && cfg.has_y() && loss.eta < 1.0 && !queued_aux_p_.empty()) queued_aux_p_.pop_front();
+    if (!hold_random) forwards_++;
+}
+
+template <typename real>
 double CGT<real>::forward(const Batch& bt) {
     const Device dev = s.dev;
     in_.upload(dev, bt, batch_spec());  // the batch contract (data/batch.h), then the device copies

@@ -143,6 +143,10 @@ struct CGT {
     // forwards would in turn (so the whole batch's draws), queues them for the next K forwards, and returns
     // ce = W_i/W, aux = A_i/A (A: the aux pass's scored weight), seq = B_i/B.
     std::vector<LossScale> accumulation_scales(const std::vector<Batch>& micro);
+    // Data-parallel training (models/trainer.h, engine/comm.h): a micro-batch another rank runs moves the random state
+    // as its forward would — its queued aux draw is dropped, the random-neighbour count moves. The VAE's noise draw
+    // (a count that depends on the aux pass's length) is not replayed: a VAE refuses several ranks.
+    void skip_forward(const Batch& bt);
 
     // ---- inference (spec §1.9); outputs are logits (…,V) or predictions (…,d_out), on the host ----
     std::vector<real> outputs();                        // main-pass outputs of the last forward (B,T,·)
