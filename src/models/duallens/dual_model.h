@@ -187,6 +187,7 @@ struct OneHead {
     OneHead(const HeadConfig& cfg, Device dev, uint64_t seed);
     double forward(const Batch& batch);   // masked mean of the squared error, times scale.ce (models/lm_io.h)
     LossScale scale;                      // gradient accumulation's share of this micro-batch (1 otherwise)
+    void skip_forward(const Batch&) { forwards_++; }  // another process's micro-batch: the random-neighbour count moves
     void backward();
     std::vector<real> outputs();          // (B,T) predictions
     BatchSpec batch_spec() const;         // what forward accepts (data/batch.h): vectors of width D, one target each

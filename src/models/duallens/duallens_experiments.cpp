@@ -23,6 +23,7 @@
 
 #include "engine/fileio.h"
 #include "engine/cli.h"
+#include "engine/comm.h"
 #include "engine/npy.h"
 #include "report/plot.h"
 #include "engine/run.h"
@@ -219,6 +220,18 @@ struct AnyModel {
         else { m2->scale = sc; m2->s.accumulate_grads = accumulate; }
     }
     double update(const AdamWConfig& a, double lr) { return m1 ? m1->s.update(a, lr) : m2->s.update(a, lr); }
+    // several processes (engine/comm.h, as in models/trainer.h): another rank's micro-batch moves the random state only;
+    // the gradient and the loss are summed across the ranks; the start is rank 0's parameters
+    void skip(const Batch& b) { if (m1) m1->skip_forward(b); else m2->skip_forward(b); }
+    void sum_across_ranks(double& loss) {
+        ModelState<float>& s = m1 ? m1->s : m2->s;
+        comm_sum(s.grads.ptr, s.ptable.total);
+        comm_sum(&loss, 1);
+    }
+    void broadcast_params() {
+        ModelState<float>& s = m1 ? m1->s : m2->s;
+        comm_broadcast(s.params.ptr, s.ptable.total * sizeof(float), 0);
+    }
     int64_t params() const { return m1 ? m1->cfg.num_params() : m2->cfg.num_params(); }
 };
 
@@ -376,6 +389,8 @@ int cmd_experiment(const Cli& cli) {
                         m.m2 = std::make_unique<GPT<float>>(gc, Device::cpu, seed);
                     }
                     Rng train_rng(seed * 31 + 7 + (uint64_t)(noise * 1000));
+                    const int R = comm().size, mine = comm().rank * accum;  // this process's micro-batches: mine … mine+accum−1
+                    if (R > 1) m.broadcast_params();
                     const AdamWConfig adam = adamw_from_cli(cli);  // --beta1 --beta2 --adam-eps; no weight decay, clip 1
                     RunOut ro;
                     const double t0 = now_seconds();
@@ -388,19 +403,24 @@ int cmd_experiment(const Cli& cli) {
                                          ro.val.back());
                         }
                         if (step == steps) break;
-                        // K micro-batches of B (--grad-accum), each weighted by its share: the step of one batch of K·B
+                        // K micro-batches of B (--grad-accum) on each of R processes, each weighted by its share: the step of
+                        // one batch of R·K·B (every process draws them all and runs its own K)
                         std::vector<Batch> micro;
-                        for (int i = 0; i < accum; i++) micro.push_back(regression_prompts(task, B, train_rng));
-                        const std::vector<LossScale> sc = accum > 1 ? plain_accumulation_scales(micro) : std::vector<LossScale>(1);
+                        for (int i = 0; i < R * accum; i++) micro.push_back(regression_prompts(task, B, train_rng));
+                        const std::vector<LossScale> sc = micro.size() > 1 ? plain_accumulation_scales(micro) : std::vector<LossScale>(1);
                         last = 0;
-                        for (int i = 0; i < accum; i++) {
-                            m.set_micro(sc[i], i > 0);
-                            const double li = m.forward(micro[i]);
-                            if (!std::isfinite(li)) fail(strfmt("%s %s seed %d: the loss is not finite at step %d", model.c_str(), c.name.c_str(), sd + 1, step));
+                        for (int i = 0; i < (int)micro.size(); i++) {
+                            if (i < mine || i >= mine + accum) {
+                                m.skip(micro[i]);
+                                continue;
+                            }
+                            m.set_micro(sc[i], i > mine);
+                            last += m.forward(micro[i]);
                             m.backward();
-                            last += li;
                         }
                         m.set_micro(LossScale{}, false);
+                        if (R > 1) m.sum_across_ranks(last);
+                        if (!std::isfinite(last)) fail(strfmt("%s %s seed %d: the loss is not finite at step %d", model.c_str(), c.name.c_str(), sd + 1, step));
                         m.update(adam, lr_schedule(step, lr, warmup, steps, 0.1));
                     }
                     ro.train_loss = last;
