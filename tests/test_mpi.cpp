@@ -74,6 +74,16 @@ TEST_CASE("mpirun -np 2: 2 ranks × B = 1 rank × 2B (train_gpt, train_cgt with 
     const double w = worst_rel(losses(d / "acc"), losses(d / "two"));
     MESSAGE("train_cgt with R_D: 2 ranks × --batch 4 vs 1 rank × --batch 4 --grad-accum 2: largest relative loss difference " << w);
     CHECK(w <= 1e-7);
+    // the VAE (sampled y: each rank draws and drops the other rank's noise) with a mid-run evaluation
+    const std::string vae = "train_cgt --task arith --layers 3 --ell 2 --width 32 --dy 16 --heads 2 --heads-y 2 --compare vae:0.05 --seeds 1 "
+                            "--threads 1 --steps 10 --batch 4 --eval-every 5 --eval-seqs 16";
+    Result vacc = run(vae + " --grad-accum 2 --out " + (d / "vacc"));
+    Result vtwo = mpirun(2, vae + " --out " + (d / "vtwo"));
+    REQUIRE_MESSAGE(vacc.code == 0, vacc.err);
+    REQUIRE_MESSAGE(vtwo.code == 0, vtwo.err);
+    const double wv = worst_rel(losses(d / "vacc/vae-0.05-s1"), losses(d / "vtwo/vae-0.05-s1"));
+    MESSAGE("train_cgt VAE: 2 ranks × --batch 4 vs 1 rank × --batch 4 --grad-accum 2: largest relative loss difference " << wv);
+    CHECK(wv <= 1e-7);
 }
 
 TEST_CASE("mpirun -np 2: duallens experiment's trained models (M1 and M2) reach the test nMSE of 1 process with twice the batch" * MPI_CASE) {

@@ -494,10 +494,15 @@ std::vector<LossScale> CGT<real>::accumulation_scales(const std::vector<Batch>& 
 
 template <typename real>
 void CGT<real>::skip_forward(const Batch& bt) {
-    if (cfg.vae) fail("train_cgt: the VAE variant cannot train on several processes yet (its noise draws are not replayed across ranks); run it in one");
+    // forward's draws, in its order: the aux positions (queued by accumulation_scales), the random-neighbour count,
+    // and the VAE's noise ε (B·T·d_y normals, the main pass only: the aux pass has no y stream)
     const bool has_targets = !bt.targets.empty() || !bt.target_vecs.empty();
     if (has_targets && cfg.has_y() && loss.eta < 1.0 && !queued_aux_p_.empty()) queued_aux_p_.pop_front();
     if (!hold_random) forwards_++;
+    if (cfg.vae && train_mode && !hold_random) {
+        std::vector<real> eps((size_t)bt.B * bt.T * cfg.dy);
+        fill_normal(eps.data(), eps.size(), rng_);
+    }
 }
 
 template <typename real>

@@ -144,8 +144,8 @@ struct CGT {
     // ce = W_i/W, aux = A_i/A (A: the aux pass's scored weight), seq = B_i/B.
     std::vector<LossScale> accumulation_scales(const std::vector<Batch>& micro);
     // Data-parallel training (models/trainer.h, engine/comm.h): a micro-batch another rank runs moves the random state
-    // as its forward would — its queued aux draw is dropped, the random-neighbour count moves. The VAE's noise draw
-    // (a count that depends on the aux pass's length) is not replayed: a VAE refuses several ranks.
+    // as its forward would — its queued aux draw is dropped, the random-neighbour count moves, the VAE's noise is
+    // drawn and thrown away — so every rank's stream stays where one process's would be.
     void skip_forward(const Batch& bt);
 
     // ---- inference (spec §1.9); outputs are logits (…,V) or predictions (…,d_out), on the host ----
