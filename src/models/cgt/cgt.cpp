@@ -438,14 +438,18 @@ static Batch slice_batch(const Batch& bt, const std::vector<int>& p, int Ta) {
     return a;
 }
 
-// The masked full-length aux batch (spec §2.3): the whole sequence at its own positions, scored only at the
-// remainder's targets t >= p_b (and t < p_b + Δ with a horizon) — the targets slice_batch keeps, at the same rows
-// of the sequence. Rows before p_b are computed (each attends to itself) and weigh 0.
+// Which targets the aux pass scores: those of the remainder's inputs t = p_b … (p_b + Δ − 1 with a horizon Δ; to the
+// end without) — the rows slice_batch keeps, the rows masked_aux_batch leaves scored, the weight accumulation_scales counts.
+static inline bool aux_scored(int t, int p, int horizon) { return t >= p && (horizon == 0 || t < p + horizon); }
+
+// The masked full-length aux batch (spec §2.3): the whole sequence at its own positions, scored only where
+// aux_scored — the targets slice_batch keeps, at the same rows of the sequence. Rows before p_b are computed (each
+// attends to itself) and weigh 0.
 static Batch masked_aux_batch(const Batch& bt, const std::vector<int>& p, int horizon) {
     Batch a = bt;
     for (int b = 0; b < bt.B; b++)
         for (int t = 0; t < bt.T; t++)
-            if (t < p[b] || (horizon > 0 && t >= p[b] + horizon)) a.mask[(size_t)b * bt.T + t] = 0.f;
+            if (!aux_scored(t, p[b], horizon)) a.mask[(size_t)b * bt.T + t] = 0.f;
     return a;
 }
 
@@ -484,7 +488,7 @@ std::vector<LossScale> CGT<real>::accumulation_scales(const std::vector<Batch>& 
         const std::vector<double> w = loss_weights(bt);
         // the aux pass scores the targets of inputs p_b .. p_b+Δ−1 (Δ = 0: to the end), truncated or masked alike
         for (int b = 0; b < bt.B; b++)
-            for (int t = p[b]; t < bt.T && (loss.horizon == 0 || t < p[b] + loss.horizon); t++) A[i] += w[(size_t)b * bt.T + t];
+            for (int t = p[b]; t < bt.T && aux_scored(t, p[b], loss.horizon); t++) A[i] += w[(size_t)b * bt.T + t];
         Asum += A[i];
         queued_aux_p_.push_back(std::move(p));
     }
