@@ -28,7 +28,8 @@ CXXFLAGS   ?= $(OPT_FLAGS) $(ARCH_FLAGS)
 # portable AVX2 one — trains the same bits (README, "Which numbers depend on the machine"; tools/cross_build_check.sh).
 ALL_CXXFLAGS = -std=c++17 -fopenmp -ffp-contract=off -Wall -Wextra -Wno-unused-parameter -Isrc -MMD -MP $(CXXFLAGS)
 LDFLAGS    ?=
-LDLIBS     = -fopenmp -lpcre2-8 -lm
+BASE_LIBS  = -fopenmp -lpcre2-8 -lm
+LDLIBS     = $(BASE_LIBS)
 BUILD      ?= build
 NPROC      := $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS  += -j$(NPROC)
@@ -189,7 +190,7 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "clang++ … -DICL_FUZZ_TARGET=$$t tests/fuzz/fuzz_main.cpp -o build-fuzz/fuzz_$$t"; \
 	  clang++ -std=c++17 -fopenmp -Isrc $(FUZZ_FLAGS) -fsanitize=fuzzer -DICL_FUZZ_TARGET=$$t tests/fuzz/fuzz_main.cpp \
-	    build-fuzz/tests/fuzz/fuzz_targets.o build-fuzz/libicl.a -o build-fuzz/fuzz_$$t $(LDLIBS) || exit 1; \
+	    build-fuzz/tests/fuzz/fuzz_targets.o build-fuzz/libicl.a -o build-fuzz/fuzz_$$t $(BASE_LIBS) || exit 1; \
 	done
 
 fuzz-run: fuzz
