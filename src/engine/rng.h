@@ -99,6 +99,21 @@ struct RandomState {
     std::vector<std::pair<std::string, uint64_t*>> counters;
 };
 
+// A copy of the values a RandomState points to, put back with restore(): what runs between the two (the trainer's
+// evaluations) leaves every training stream where it was.
+struct RandomSnapshot {
+    std::vector<Rng> streams;
+    std::vector<uint64_t> counters;
+    explicit RandomSnapshot(const RandomState& rs) {
+        for (auto& s : rs.streams) streams.push_back(*s.second);
+        for (auto& c : rs.counters) counters.push_back(*c.second);
+    }
+    void restore(const RandomState& rs) const {
+        for (size_t i = 0; i < streams.size(); i++) *rs.streams[i].second = streams[i];
+        for (size_t i = 0; i < counters.size(); i++) *rs.counters[i].second = counters[i];
+    }
+};
+
 template <typename real>
 void fill_normal(real* x, size_t n, Rng& rng, double mean = 0.0, double std = 1.0) {
     for (size_t i = 0; i < n; i++) x[i] = (real)(mean + std * rng.normal());

@@ -257,7 +257,9 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
         bool last = step + 1 == o.steps;
         std::string extra;
         if (evaluate && ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last)) {
-            r.last_eval = evaluate();
+            const RandomSnapshot before(rs);  // an evaluation draws nothing from the training streams (the CGT's aux
+            r.last_eval = evaluate();         // positions of its validation passes: their number follows --batch)
+            before.restore(rs);
             for (auto& kv : r.last_eval) {
                 row[kv.first] = kv.second;
                 extra += strfmt("%s %.4g  ", kv.first.c_str(), kv.second);
