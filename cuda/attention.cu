@@ -23,10 +23,11 @@ namespace icl::cuda {
 // Per-(b,h) operand pointers for the batched GEMMs, one array each (index bh = b·NH + h):
 //   q, k, v: into qkv (row stride 3C);  o: into out / dout (row stride C);  a: att (T,T) slices;
 //   dq, dk, dv: into dqkv;  d: datt scratch slices (index bh − bh0, the group being processed).
-enum { P_Q, P_K, P_V, P_O, P_A, P_DQ, P_DK, P_DV, P_D, P_COUNT };
+//   pp: probability scratch slices (the lse form; index bh − bh0).
+enum { P_Q, P_K, P_V, P_O, P_A, P_DQ, P_DK, P_DV, P_D, P_P, P_COUNT };
 
 __global__ void attention_pointers_kernel(const float** p, int BNH, int NH, int T, int C, const float* qkv, const float* o,
-                                          const float* att, const float* dqkv, const float* datt, int bh0) {
+                                          const float* att, const float* dqkv, const float* datt, const float* prob, int bh0) {
     const int bh = blockIdx.x * blockDim.x + threadIdx.x;
     if (bh >= BNH) return;
     const int b = bh / NH, h = bh % NH, hs = C / NH;
@@ -35,18 +36,20 @@ __global__ void attention_pointers_kernel(const float** p, int BNH, int NH, int 
     p[P_K * BNH + bh] = qkv + qoff + C;
     p[P_V * BNH + bh] = qkv + qoff + 2 * C;
     p[P_O * BNH + bh] = o + (size_t)b * T * C + (size_t)h * hs;
-    p[P_A * BNH + bh] = att + (size_t)bh * T * T;
+    p[P_A * BNH + bh] = att ? att + (size_t)bh * T * T : nullptr;
     p[P_DQ * BNH + bh] = dqkv ? dqkv + qoff : nullptr;
     p[P_DK * BNH + bh] = dqkv ? dqkv + qoff + C : nullptr;
     p[P_DV * BNH + bh] = dqkv ? dqkv + qoff + 2 * C : nullptr;
     p[P_D * BNH + bh] = datt && bh >= bh0 ? datt + (size_t)(bh - bh0) * T * T : nullptr;  // slices of the group from bh0
+    p[P_P * BNH + bh] = prob && bh >= bh0 ? prob + (size_t)(bh - bh0) * T * T : nullptr;
 }
 
 // In place on preatt rows: row r of (rows, T) is query i = r % T of its (b,h) pair, b = r / (NH·T).
 //   att[i, j] = exp(preatt[i,j] − max_{lo<=j'<=i}) / Σ_{lo<=j'<=i} exp(...)  for lo <= j <= i,  0 elsewhere,
 // lo = 0, or with a key start (kstart non-null) kstart[b], and i itself for a row before it (layers/attention.h).
+// With lse non-null the row's log-sum-exp max + log(sum) is saved at lse[r] (the O(T) form).
 // One warp per row; lane l handles j = lo + l, lo + l + 32, …
-__global__ void causal_softmax_forward_kernel(float* att, int64_t rows, int T, int NH, const int* kstart) {
+__global__ void causal_softmax_forward_kernel(float* att, int64_t rows, int T, int NH, const int* kstart, float* lse = nullptr) {
     const int64_t r = (int64_t)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     const int lane = threadIdx.x % WARP;
     if (r >= rows) return;
@@ -63,7 +66,9 @@ __global__ void causal_softmax_forward_kernel(float* att, int64_t rows, int T, i
         row[j] = e;
         sum += e;
     }
-    const float inv = 1.0f / warp_sum(sum);
+    sum = warp_sum(sum);
+    const float inv = 1.0f / sum;
+    if (lse && lane == 0) lse[r] = maxv + logf(sum);
     for (int j = lo + lane; j <= i; j += WARP) row[j] *= inv;
     for (int j = lane; j < lo; j += WARP) row[j] = 0.0f;
     for (int j = i + 1 + lane; j < T; j += WARP) row[j] = 0.0f;
@@ -85,11 +90,25 @@ __global__ void causal_softmax_backward_kernel(float* datt, const float* att, in
     for (int j = i + 1 + lane; j < T; j += WARP) drow[j] = 0.0f;
 }
 
+// The lse form's backward: row r of (rows, T) holds scale·q_i·k_j; becomes P[i,j] = exp(that − lse[r]) for
+// lo <= j <= i and 0 elsewhere (lo as in causal_softmax_forward_kernel). One warp per row.
+__global__ void probabilities_from_lse_kernel(float* p, const float* lse, int64_t rows, int T, int NH, const int* kstart) {
+    const int64_t r = (int64_t)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    const int lane = threadIdx.x % WARP;
+    if (r >= rows) return;
+    const int i = (int)(r % T);
+    const int ks = kstart ? kstart[r / ((int64_t)NH * T)] : 0;
+    const int lo = i < ks ? i : ks;
+    float* row = p + r * T;  // (T)
+    const float l = lse[r];
+    for (int j = lane; j < T; j += WARP) row[j] = j >= lo && j <= i ? expf(row[j] - l) : 0.0f;
+}
+
 static const float** fill_pointers(int B, int NH, int T, int C, const float* qkv, const float* o, const float* att, const float* dqkv,
-                                   const float* datt, int bh0) {
+                                   const float* datt, int bh0, const float* prob = nullptr) {
     const int BNH = B * NH;
     const float** p = scratch_as<const float*>(Scratch::attn_ptrs, (size_t)P_COUNT * BNH);
-    attention_pointers_kernel<<<blocks(BNH, 128), 128>>>(p, BNH, NH, T, C, qkv, o, att, dqkv, datt, bh0);
+    attention_pointers_kernel<<<blocks(BNH, 128), 128>>>(p, BNH, NH, T, C, qkv, o, att, dqkv, datt, prob, bh0);
     launchCheck("attention_pointers_kernel");
     return p;
 }
@@ -136,6 +155,66 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
         causal_softmax_backward_kernel<<<blocks(rows, 8), 8 * WARP>>>(datt, att + (size_t)bh0 * T * T, rows, T);
         launchCheck("causal_softmax_backward_kernel");
         // preatt = scale · q @ kᵀ   =>   dq += scale · dpreatt @ k ,   dk += scale · dpreattᵀ @ q
+        gemm_batched(false, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_K), 3 * C, 1.0f, (float* const*)arr(P_DQ), 3 * C, cnt);
+        gemm_batched(true, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_Q), 3 * C, 1.0f, (float* const*)arr(P_DK), 3 * C, cnt);
+    }
+}
+
+// ---- the O(T)-memory form: lse saved, probabilities recomputed (CPU reference: attention_forward_lse) -----------
+// Here the probabilities still pass through device scratch, a group of G batch rows at a time (G·NH·T·T floats,
+// <= 1 GiB), with the same batched products and softmax as attention_forward; only lse (B,NH,T) is kept. (A fused
+// tiled online-softmax kernel that never forms the T×T block is issue 14's next step.)
+void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, const int* kstart) {
+    ICL_ASSERT(NH > 0 && C % NH == 0);
+    const int hs = C / NH, BNH = B * NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const int64_t per_b = (int64_t)NH * T * T;
+    const int G = (int)std::max<int64_t>(1, std::min<int64_t>(B, ((int64_t)1 << 28) / std::max<int64_t>(per_b, 1)));
+    float* prob = scratch_as<float>(Scratch::attn_grad, (size_t)G * per_b);
+    for (int b0 = 0; b0 < B; b0 += G) {
+        const int nb = std::min(G, B - b0), bh0 = b0 * NH, cnt = nb * NH;
+        const float** p = fill_pointers(B, NH, T, C, qkv, out, nullptr, nullptr, nullptr, bh0, prob);
+        auto arr = [&](int which) { return p + which * BNH + bh0; };
+        float* const* pp = (float* const*)arr(P_P);
+        // preatt = scale · q @ kᵀ                                    (T,T) per pair of the group
+        gemm_batched(false, true, T, T, hs, scale, arr(P_Q), 3 * C, arr(P_K), 3 * C, 0.0f, pp, T, cnt);
+        // causal softmax of each row, its log-sum-exp saved
+        const int64_t rows = (int64_t)cnt * T;
+        causal_softmax_forward_kernel<<<blocks(rows, 8), 8 * WARP>>>(prob, rows, T, NH, kstart ? kstart + b0 : nullptr, lse + (size_t)bh0 * T);
+        launchCheck("causal_softmax_forward_kernel (lse)");
+        // out = att @ v                                              (T,hs) per pair, into out (B,T,C)
+        gemm_batched(false, false, T, hs, T, 1.0f, (const float* const*)pp, T, arr(P_V), 3 * C, 0.0f, (float* const*)arr(P_O), C, cnt);
+    }
+}
+
+// Backward of attention_forward_lse. ACCUMULATES into dqkv.
+void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* lse, int B, int T, int C, int NH, const int* kstart) {
+    ICL_ASSERT(NH > 0 && C % NH == 0);
+    const int hs = C / NH, BNH = B * NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    // batch rows per group: its P and dP (2·G·NH·T·T floats) stay <= 2^28 floats (1 GiB)
+    const int64_t per_b = (int64_t)NH * T * T;
+    const int G = (int)std::max<int64_t>(1, std::min<int64_t>(B, ((int64_t)1 << 27) / std::max<int64_t>(per_b, 1)));
+    float* prob = scratch_as<float>(Scratch::attn_grad, (size_t)2 * G * per_b);
+    float* dprob = prob + (size_t)G * per_b;
+    for (int b0 = 0; b0 < B; b0 += G) {
+        const int nb = std::min(G, B - b0), bh0 = b0 * NH, cnt = nb * NH;
+        const float** p = fill_pointers(B, NH, T, C, qkv, dout, nullptr, dqkv, dprob, bh0, prob);
+        auto arr = [&](int which) { return p + which * BNH + bh0; };
+        float* const* pp = (float* const*)arr(P_P);
+        float* const* pd = (float* const*)arr(P_D);
+        const int64_t rows = (int64_t)cnt * T;
+        // the forward's probabilities, recomputed: P = exp(scale · q @ kᵀ − lse)   (T,T) per pair
+        gemm_batched(false, true, T, T, hs, scale, arr(P_Q), 3 * C, arr(P_K), 3 * C, 0.0f, pp, T, cnt);
+        probabilities_from_lse_kernel<<<blocks(rows, 8), 8 * WARP>>>(prob, lse + (size_t)bh0 * T, rows, T, NH, kstart ? kstart + b0 : nullptr);
+        launchCheck("probabilities_from_lse_kernel");
+        // out = P @ v   =>   dP = dout @ vᵀ,   dv += Pᵀ @ dout
+        gemm_batched(false, true, T, T, hs, 1.0f, arr(P_O), C, arr(P_V), 3 * C, 0.0f, pd, T, cnt);
+        gemm_batched(true, false, T, hs, T, 1.0f, (const float* const*)pp, T, arr(P_O), C, 1.0f, (float* const*)arr(P_DV), 3 * C, cnt);
+        // P = softmax(preatt)   =>   dS = P ⊙ (dP − rowsum(P ⊙ dP)), in place
+        causal_softmax_backward_kernel<<<blocks(rows, 8), 8 * WARP>>>(dprob, prob, rows, T);
+        launchCheck("causal_softmax_backward_kernel (lse)");
+        // preatt = scale · q @ kᵀ   =>   dq += scale · dS @ k ,   dk += scale · dSᵀ @ q
         gemm_batched(false, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_K), 3 * C, 1.0f, (float* const*)arr(P_DQ), 3 * C, cnt);
         gemm_batched(true, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_Q), 3 * C, 1.0f, (float* const*)arr(P_DK), 3 * C, cnt);
     }

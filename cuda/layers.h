@@ -54,6 +54,10 @@ void residual_backward(float* dinp1, float* dinp2, const float* dout, int64_t n)
 void attention_forward(float* out, float* att, float* scratch, const float* qkv, int B, int T, int C, int NH,
                        const int* kstart = nullptr);  // (B) on the device: first key per sequence (layers/attention.h)
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int C, int NH);
+// the O(T)-memory form: saves the row log-sum-exp lse (B,NH,T); the backward recomputes the probabilities
+void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, const int* kstart = nullptr);
+void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* lse, int B, int T, int C, int NH,
+                            const int* kstart = nullptr);
 // one query row against a KV cache (decoding; src/layers/kv_attention.h)
 void kv_attention_step(float* out, float* att, const float* cache, int n, int C, int NH);
 

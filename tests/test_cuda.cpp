@@ -300,6 +300,41 @@ TEST_CASE("cuda kernels: causal softmax attention forward and backward" * GPU_CA
     }
 }
 
+TEST_CASE("cuda kernels: causal softmax attention, O(T) form (lse saved, probabilities recomputed), forward and backward, key starts" * GPU_CASE) {
+    REQUIRE_GPU();
+    set_tf32(false);
+    struct Shape4 { int B, T, C, NH; };
+    for (Shape4 s : {Shape4{2, 37, 48, 3}, Shape4{3, 70, 40, 2}, Shape4{1, 5, 12, 4}}) {
+        const int B = s.B, T = s.T, C = s.C, NH = s.NH;
+        std::vector<int> ks(B);
+        for (int b = 0; b < B; b++) ks[b] = (b * 7 + 3) % T;
+        auto gks = up(ks);
+        for (bool with_ks : {false, true}) {
+            CAPTURE(T);
+            CAPTURE(with_ks);
+            Rng r(606 + T);
+            const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.5, 1.5), dout = rnd((size_t)B * T * C, r);
+            Vec out((size_t)B * T * C), lse((size_t)B * NH * T), scratch(attention_lse_scratch_size(B, T, NH));
+            const int* kc = with_ks ? ks.data() : nullptr;
+            const int* kg = with_ks ? gks.ptr : nullptr;
+            icl::attention_forward_lse(out.data(), lse.data(), scratch.data(), qkv.data(), B, T, C, NH, kc);
+            auto gqkv = up(qkv), gdout = up(dout);
+            auto gout = poisoned(out.size()), glse = poisoned(lse.size());
+            op::attention_forward_lse<float>(GPU, gout.ptr, glse.ptr, nullptr, gqkv.ptr, B, T, C, NH, kg);
+            check_close("attention_forward_lse out", out, down(gout, out.size()));
+            check_close("attention_forward_lse lse", lse, down(glse, lse.size()));
+            // backward from the CPU's lse; accumulates into random dqkv
+            const Vec lse32 = f32(lse);
+            auto slse = up(lse32);
+            Vec dqkv = rnd(qkv.size(), r);
+            auto gdqkv = up(dqkv);
+            icl::attention_backward_lse(dqkv.data(), scratch.data(), dout.data(), out.data(), qkv.data(), lse32.data(), B, T, C, NH, kc);
+            op::attention_backward_lse<float>(GPU, gdqkv.ptr, nullptr, gdout.ptr, gout.ptr, gqkv.ptr, slse.ptr, B, T, C, NH, kg);
+            check_close("attention_backward_lse dqkv", dqkv, down(gdqkv, dqkv.size()));
+        }
+    }
+}
+
 TEST_CASE("cuda kernels: attention modifications (regularized, negative all / lowsim / random), forward and backward (I19)" * GPU_CASE) {
     REQUIRE_GPU();
     set_tf32(false);

@@ -177,11 +177,12 @@ TEST_CASE("--dump-npy writes every parameter, activation and gradient with an in
     Batch bt = tiny_arith(2, 6, 3);
     m.forward(bt);
     m.backward();
-    m.s.dump_npy(dir + "/dump", 0);
+    // what the trainer passes: the attention probabilities of each block, rebuilt from its saved lse
+    m.s.dump_npy(dir + "/dump", 0, nullptr, {}, attention_probability_dumps<float>(m.s, nullptr));
     std::ifstream f(dir + "/dump/index.json");
     REQUIRE(f.good());
     nlohmann::json j = nlohmann::json::parse(f);
-    size_t expected = 2 * m.s.ptable.size() + m.s.atable.size() + m.s.gtable.size();
+    size_t expected = 2 * m.s.ptable.size() + m.s.atable.size() + m.s.gtable.size() + m.cfg.L;
     CHECK(j["tensors"].size() == expected);
     NpyArray w = npy_load(dir + "/dump/h.0.attn.qkv.w.npy");
     CHECK(w.shape == Shape{36, 12});
@@ -190,6 +191,13 @@ TEST_CASE("--dump-npy writes every parameter, activation and gradient with an in
     CHECK(g.as<float>() == gh);
     NpyArray att = npy_load(dir + "/dump/h.1.att.npy");
     CHECK(att.shape == Shape{2, 3, 6, 6});
+    // = what the materialising attention_forward saves for the dumped qkv
+    NpyArray qkv = npy_load(dir + "/dump/h.1.qkv.npy");
+    std::vector<float> out(2 * 6 * 12), ref(2 * 3 * 6 * 6);
+    attention_forward<float>(out.data(), ref.data(), nullptr, qkv.as<float>().data(), 2, 6, 12, 3);
+    double err = 0;
+    for (size_t i = 0; i < ref.size(); i++) err = std::max(err, (double)std::fabs(ref[i] - att.as<float>()[i]));
+    CHECK(err <= 1e-6);
     std::system(("rm -rf " + dir).c_str());
 }
 

@@ -469,6 +469,50 @@ TEST_CASE("attention: several causal blocks agree with a naive implementation; f
     CHECK(at_changed);
 }
 
+TEST_CASE("attention, O(T) form: lse saved, probabilities recomputed — out bit-identical to the materialised form, gradient = its, FD, key starts, any thread count") {
+    const int B = 3, T = 2 * ATT_BLOCK + 7, C = 12, NH = 3;  // three row blocks, the last partial
+    const int ks[B] = {0, 5, ATT_BLOCK + 3};
+    Rng rng(141);
+    const vec qkv = randn((size_t)B * T * 3 * C, rng), dout = randn((size_t)B * T * C, rng), P = randn(qkv.size(), rng);
+    for (const int* kstart : {(const int*)nullptr, ks}) {
+        CAPTURE(kstart != nullptr);
+        vec out((size_t)B * T * C), att((size_t)B * NH * T * T), dref = P, sref(attention_scratch_size(B, T, C, NH));
+        attention_forward(out.data(), att.data(), nullptr, qkv.data(), B, T, C, NH, kstart);
+        attention_backward(dref.data(), sref.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+        vec out2(out.size()), lse((size_t)B * NH * T), d2 = P, s2(attention_lse_scratch_size(B, T, NH));
+        attention_forward_lse(out2.data(), lse.data(), s2.data(), qkv.data(), B, T, C, NH, kstart);
+        CHECK(out2 == out);  // the same products and softmax: the same bits
+        attention_backward_lse(d2.data(), s2.data(), dout.data(), out2.data(), qkv.data(), lse.data(), B, T, C, NH, kstart);
+        double scale = 0;
+        for (double x : dref) scale = std::max(scale, std::fabs(x));
+        CHECK(max_abs_diff(d2, dref) <= 1e-13 * scale);  // the sums of dv and dk in another order
+        vec att2(att.size());
+        attention_probabilities(att2.data(), qkv.data(), lse.data(), B, T, C, NH, kstart);
+        CHECK(max_abs_diff(att2, att) <= 1e-14);
+        for (int threads : {1, 2, 3}) {  // one thread per (b,h) pair: the same bits for any count
+            ThreadScope ts(threads);
+            vec o3(out.size()), l3(lse.size()), d3 = P, s3(attention_lse_scratch_size(B, T, NH));
+            attention_forward_lse(o3.data(), l3.data(), s3.data(), qkv.data(), B, T, C, NH, kstart);
+            attention_backward_lse(d3.data(), s3.data(), dout.data(), o3.data(), qkv.data(), l3.data(), B, T, C, NH, kstart);
+            CHECK(o3 == out2);
+            CHECK(l3 == lse);
+            CHECK(d3 == d2);
+        }
+        // finite differences on a subset (crosses the block boundaries), one thread
+        ThreadScope one_thread(1);
+        const vec g = minus(d2, P);
+        FdOptions opt;
+        opt.max_elems = 157;
+        vec q = qkv;
+        auto loss_q = [&] {
+            vec o(out.size()), l(lse.size()), sc(attention_lse_scratch_size(B, T, NH, 1));
+            attention_forward_lse(o.data(), l.data(), sc.data(), q.data(), B, T, C, NH, kstart);
+            return dot(o, dout);
+        };
+        check_gradient("qkv (lse form)", loss_q, q.data(), q.size(), g.data(), 1e-6, opt);
+    }
+}
+
 TEST_CASE("attention: float (fast GEMM path) agrees with double") {
     const int B = 2, T = ATT_BLOCK + 9, C = 24, NH = 3;
     Rng rng(109);

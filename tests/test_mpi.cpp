@@ -63,27 +63,25 @@ TEST_CASE("mpirun -np 2: 2 ranks × B = 1 rank × 2B (train_gpt, train_cgt with 
     // --batch; the trainer puts the training streams back after every evaluation)
     check_equivalence("train_cgt --task arith --layers 3 --ell 2 --width 32 --dy 16 --heads 2 --heads-y 2 --eta 0.5 --wc 0.08 --wd 0 --eval-every 3", 4, 10);
     check_equivalence("iclca train --layers 2 --width 32 --heads 2 --seq 32", 4, 10);
-    // … and with it, each rank's R_D is its micro-batch's: 2 ranks = 1 rank with --grad-accum 2
-    TmpDir d;
-    const std::string cgt = "train_cgt --task arith --layers 3 --ell 2 --width 32 --dy 16 --heads 2 --heads-y 2 --eta 0.5 --wc 0.08 --wd 0.04 "
-                            "--threads 1 --steps 10 --batch 4 --eval-every 5";
-    Result acc = run(cgt + " --grad-accum 2 --out " + (d / "acc"));
-    Result two = mpirun(2, cgt + " --out " + (d / "two"));
-    REQUIRE_MESSAGE(acc.code == 0, acc.err);
-    REQUIRE_MESSAGE(two.code == 0, two.err);
-    const double w = worst_rel(losses(d / "acc"), losses(d / "two"));
-    MESSAGE("train_cgt with R_D: 2 ranks × --batch 4 vs 1 rank × --batch 4 --grad-accum 2: largest relative loss difference " << w);
-    CHECK(w <= 1e-7);
+    // … and with it, each rank's R_D is its micro-batch's: 2 ranks = 1 rank with --grad-accum 2 (largest relative loss
+    // difference over 10 steps; log.csv of `run` in the run folder, or in its `sub` folder for a --compare run)
+    auto accum_vs_two = [](const std::string& what, const std::string& cmd, const std::string& sub) {
+        TmpDir d;
+        Result acc = run(cmd + " --grad-accum 2 --out " + (d / "acc"));
+        Result two = mpirun(2, cmd + " --out " + (d / "two"));
+        REQUIRE_MESSAGE(acc.code == 0, acc.err);
+        REQUIRE_MESSAGE(two.code == 0, two.err);
+        const double w = worst_rel(losses(d / ("acc" + sub)), losses(d / ("two" + sub)));
+        MESSAGE(what << ": 2 ranks × --batch 4 vs 1 rank × --batch 4 --grad-accum 2: largest relative loss difference " << w);
+        CHECK(w <= 1e-7);
+    };
+    accum_vs_two("train_cgt with R_D",
+                 "train_cgt --task arith --layers 3 --ell 2 --width 32 --dy 16 --heads 2 --heads-y 2 --eta 0.5 --wc 0.08 --wd 0.04 "
+                 "--threads 1 --steps 10 --batch 4 --eval-every 5", "");
     // the VAE (sampled y: each rank draws and drops the other rank's noise) with a mid-run evaluation
-    const std::string vae = "train_cgt --task arith --layers 3 --ell 2 --width 32 --dy 16 --heads 2 --heads-y 2 --compare vae:0.05 --seeds 1 "
-                            "--threads 1 --steps 10 --batch 4 --eval-every 5 --eval-seqs 16";
-    Result vacc = run(vae + " --grad-accum 2 --out " + (d / "vacc"));
-    Result vtwo = mpirun(2, vae + " --out " + (d / "vtwo"));
-    REQUIRE_MESSAGE(vacc.code == 0, vacc.err);
-    REQUIRE_MESSAGE(vtwo.code == 0, vtwo.err);
-    const double wv = worst_rel(losses(d / "vacc/vae-0.05-s1"), losses(d / "vtwo/vae-0.05-s1"));
-    MESSAGE("train_cgt VAE: 2 ranks × --batch 4 vs 1 rank × --batch 4 --grad-accum 2: largest relative loss difference " << wv);
-    CHECK(wv <= 1e-7);
+    accum_vs_two("train_cgt VAE",
+                 "train_cgt --task arith --layers 3 --ell 2 --width 32 --dy 16 --heads 2 --heads-y 2 --compare vae:0.05 --seeds 1 "
+                 "--threads 1 --steps 10 --batch 4 --eval-every 5 --eval-seqs 16", "/vae-0.05-s1");
 }
 
 TEST_CASE("mpirun -np 2: duallens experiment's trained models (M1 and M2) reach the test nMSE of 1 process with twice the batch" * MPI_CASE) {

@@ -211,6 +211,34 @@ TEST_CASE("a dump holds its batch: the dumped logits, targets and mask give the 
     REQUIRE_MESSAGE(r.code == 0, r.err);
     CHECK(fs::exists(d + "/cdump/batch.aux_start.npy"));
     CHECK(icl::npy_load(d + "/cdump/batch.aux_start.npy").shape == icl::Shape{icl::npy_load(d + "/cdump/batch.tokens.npy").shape[0]});
+    // the attention probabilities, rebuilt from each block's saved lse (layers/attention.h): with the masked aux pass,
+    // row i of sequence b attends to keys max(p_b, …) … i only (a row before p_b: to itself), and sums to 1
+    r = run("train_cgt --preset tiny --steps 1 --aux-pass masked --dump-npy " + d + "/mdump --out " + d + "/mrun");
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    const std::vector<int32_t> ps = icl::npy_load(d + "/mdump/batch.aux_start.npy").as<int32_t>();
+    for (const char* name : {"h.0.att", "aux.h.0.att"}) {
+        CAPTURE(name);
+        const icl::NpyArray a = icl::npy_load(d + "/mdump/" + name + ".npy");
+        REQUIRE(a.shape.size() == 4);
+        const int64_t B = a.shape[0], NH = a.shape[1], T = a.shape[2];
+        REQUIRE((size_t)B == ps.size());
+        const std::vector<float> p = a.as<float>();
+        double worst_sum = 0, outside = 0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < NH; h++)
+                for (int64_t i = 0; i < T; i++) {
+                    const int64_t lo = std::string(name) == "h.0.att" ? 0 : i < ps[b] ? i : ps[b];
+                    double sum = 0;
+                    for (int64_t j = 0; j < T; j++) {
+                        const double v = p[((b * NH + h) * T + i) * T + j];
+                        if (j >= lo && j <= i) sum += v;
+                        else outside = std::max(outside, std::fabs(v));
+                    }
+                    worst_sum = std::max(worst_sum, std::fabs(sum - 1));
+                }
+        CHECK(outside == 0.0);
+        CHECK(worst_sum <= 1e-5);
+    }
     fs::remove_all(d);
 }
 

@@ -24,6 +24,13 @@
 // Every output element is computed by one thread in a fixed order: bit-identical for a fixed thread count
 // (and in fact for any thread count).
 //
+// Two forms. attention_forward/backward (below first) save att (B,NH,T,T): the reference, and what the attention
+// modifications (attention_mods.h) build on. attention_forward_lse/backward_lse (after them) save only each row's
+// log-sum-exp lse (B,NH,T) = max_j preatt[i,j] + log Σ_j exp(preatt[i,j] − max) and recompute the probabilities
+// att[i,j] = exp(preatt[i,j] − lse[i]) block by block in the backward: memory O(B·NH·T) instead of O(B·NH·T²).
+// The models' plain softmax blocks run the lse form; attention_probabilities rebuilds att from qkv and lse for
+// --dump-npy and the analyses.
+//
 // Scratch: backward needs one T×T buffer per thread (dL/datt, then dL/dpreatt in place). Allocate
 //   attention_scratch_size(B, T, C, NH, nthreads)  elements
 // with nthreads >= the OpenMP thread count in force when attention_backward runs (the default argument
@@ -174,6 +181,176 @@ void attention_backward(real* dqkv,        // (B,T,3C)
                 gemm<real>(true, false, jb, hs, T - j0, scale, datt + (size_t)j0 * T + j0, T, q + (size_t)j0 * C3, C3,
                            real(1), dk + (size_t)j0 * C3, C3);
             }
+        }
+    }
+}
+
+// ---- the O(T) form: the saved row log-sum-exp, the probabilities recomputed ----------------------------------
+//
+// Both directions work on one (b,h) pair at a time, in two panels of ATT_BLOCK × T per thread (P, the
+// probabilities, and dP, their gradient) and a T-vector.
+//   forward:  one block of query rows [i0,i1) at a time: P = scale·q[i0:i1] k[0:i1]ᵀ → row softmax (lse saved) → out[i0:i1] = P v[0:i1]
+//             (the same products and softmax as attention_forward, so out is the same to the bit)
+//   backward: one block of keys [j0,j1) at a time against the rows i >= j0 that see it (a T × ATT_BLOCK panel):
+//             P = exp(scale·q kᵀ − lse) (recomputed), dP = dout vᵀ, dS = P ⊙ (dP − D) with D_i = dout_i·out_i
+//             (= Σ_j P[i,j]·dP[i,j]), dv[j0:j1] += Pᵀ dout[j0:T], dk[j0:j1] += scale·dSᵀ q[j0:T],
+//             dq[j0:T] += scale·dS k[j0:j1]  — dv and dk each in one product over all their rows
+// Every (b,h) pair is one thread's, its blocks in a fixed order: bit-identical for any thread count.
+
+// Elements of scratch attention_forward_lse / attention_backward_lse need: two ATT_BLOCK × T panels and a T-row
+// vector per thread.
+inline size_t attention_lse_scratch_size(int B, int T, int NH, int nthreads = attention_max_threads()) {
+    const int slices = std::max(1, std::min(nthreads, B * NH));
+    return (size_t)slices * (2 * (size_t)ATT_BLOCK * T + T);
+}
+
+namespace attention_detail {
+// Row i's key range [lo, i]: lo = 0, or with a key start ks the row attends from ks (a row before ks: itself).
+inline int first_key(const int* kstart, int b, int i) { return !kstart ? 0 : i < kstart[b] ? i : kstart[b]; }
+}  // namespace attention_detail
+
+template <typename real>
+void attention_forward_lse(real* out,        // (B,T,C)
+                           real* lse,        // (B,NH,T)    saved for backward: log Σ_j exp(preatt[i,j]) per row
+                           real* scratch,    // attention_lse_scratch_size(B,T,NH) elements
+                           const real* qkv,  // (B,T,3C)    [q | k | v]
+                           int B, int T, int C, int NH,
+                           const int* kstart = nullptr) {  // (B) first key of each sequence, or null
+    ICL_ASSERT(NH > 0 && C % NH == 0);
+    const int hs = C / NH, C3 = 3 * C;
+    const real scale = real(1) / std::sqrt(real(hs));
+    const int nthreads = std::max(1, std::min(attention_max_threads(), B * NH));
+#pragma omp parallel num_threads(nthreads) if (attention_detail::use_threads((double)B * NH * T * T * hs))
+    {
+#ifdef _OPENMP
+        real* a = scratch + (size_t)omp_get_thread_num() * 2 * ATT_BLOCK * T;  // (ATT_BLOCK,T) this thread's P panel
+#else
+        real* a = scratch;
+#endif
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * NH; bh++) {
+            const int b = bh / NH, h = bh % NH;
+            const real* q = qkv + (size_t)b * T * C3 + h * hs;  // (T,hs), row stride 3C
+            const real* k = q + C;
+            const real* v = q + 2 * C;
+            real* o = out + (size_t)b * T * C + h * hs;         // (T,hs), row stride C
+            real* l = lse + (size_t)bh * T;                     // (T)
+            for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
+                const int i1 = std::min(T, i0 + ATT_BLOCK), ib = i1 - i0;
+                // P[0:ib, 0:i1] = scale · q[i0:i1] @ k[0:i1]ᵀ
+                gemm<real>(false, true, ib, i1, hs, scale, q + (size_t)i0 * C3, C3, k, C3, real(0), a, T);
+                for (int i = i0; i < i1; i++) {  // the causal softmax of row i over lo <= j <= i; lse[i] saved
+                    real* row = a + (size_t)(i - i0) * T;  // (i1)
+                    const int lo = attention_detail::first_key(kstart, b, i);
+                    real maxv = row[lo];
+#pragma omp simd reduction(max : maxv)
+                    for (int j = lo; j <= i; j++) maxv = std::max(maxv, row[j]);
+                    const real sum = vmath::exp_shifted_sum(row + lo, i + 1 - lo, maxv);  // row[j] = exp(row[j] − maxv)
+                    const real inv = real(1) / sum;
+#pragma omp simd
+                    for (int j = lo; j <= i; j++) row[j] *= inv;
+                    std::fill(row, row + lo, real(0));
+                    std::fill(row + i + 1, row + i1, real(0));
+                    l[i] = maxv + std::log(sum);
+                }
+                // out[i0:i1] = P @ v[0:i1]
+                gemm<real>(false, false, ib, hs, i1, real(1), a, T, v, C3, real(0), o + (size_t)i0 * C, C);
+            }
+        }
+    }
+}
+
+// Backward of attention_forward_lse. ACCUMULATES into dqkv. Same scratch and kstart as the forward; out is the
+// forward's output (it gives each row's Σ_j P[i,j]·dP[i,j] = dout_i · out_i without a pass over the row).
+template <typename real>
+void attention_backward_lse(real* dqkv,        // (B,T,3C)
+                            real* scratch,     // attention_lse_scratch_size(B,T,NH) elements
+                            const real* dout,  // (B,T,C)
+                            const real* out,   // (B,T,C)   the forward's output
+                            const real* qkv,   // (B,T,3C)
+                            const real* lse,   // (B,NH,T)
+                            int B, int T, int C, int NH,
+                            const int* kstart = nullptr) {
+    ICL_ASSERT(NH > 0 && C % NH == 0);
+    const int hs = C / NH, C3 = 3 * C, JB = ATT_BLOCK;
+    const real scale = real(1) / std::sqrt(real(hs));
+    const int nthreads = std::max(1, std::min(attention_max_threads(), B * NH));
+#pragma omp parallel num_threads(nthreads) if (attention_detail::use_threads((double)B * NH * T * T * hs))
+    {
+#ifdef _OPENMP
+        real* a = scratch + (size_t)omp_get_thread_num() * (2 * (size_t)ATT_BLOCK * T + T);  // (T,JB) P of a key block, …
+#else
+        real* a = scratch;
+#endif
+        real* da = a + (size_t)JB * T;  // (T,JB) … dP, then dS in place
+        real* D = da + (size_t)JB * T;  // (T) Σ_j P[i,j]·dP[i,j] per row
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * NH; bh++) {
+            const int b = bh / NH, h = bh % NH;
+            const real* q = qkv + (size_t)b * T * C3 + h * hs;  // (T,hs), row stride 3C
+            const real* k = q + C;
+            const real* v = q + 2 * C;
+            real* dq = dqkv + (size_t)b * T * C3 + h * hs;      // (T,hs), row stride 3C
+            real* dk = dq + C;
+            real* dv = dq + 2 * C;
+            const real* dO = dout + (size_t)b * T * C + h * hs; // (T,hs), row stride C
+            const real* O = out + (size_t)b * T * C + h * hs;   // (T,hs), row stride C
+            const real* l = lse + (size_t)bh * T;               // (T)
+            // Σ_j P[i,j]·dP[i,j] = Σ_j P[i,j]·(dout_i·v_j) = dout_i · out_i
+            for (int i = 0; i < T; i++)
+                D[i] = fixed_sum<real>((size_t)hs, [&](size_t c) { return dO[(size_t)i * C + c] * O[(size_t)i * C + c]; });
+            // one block of keys [j0,j1) at a time, against the query rows that see it (i >= j0)
+            for (int j0 = 0; j0 < T; j0 += JB) {
+                const int j1 = std::min(T, j0 + JB), jb = j1 - j0, n = T - j0;
+                // the forward's P[j0:T, j0:j1], recomputed: exp(scale · q_i·k_j − lse[i]) for lo(i) <= j <= i, else 0
+                gemm<real>(false, true, n, jb, hs, scale, q + (size_t)j0 * C3, C3, k + (size_t)j0 * C3, C3, real(0), a, JB);
+                // out = P @ v   =>   dP[j0:T, j0:j1] = dout[j0:T] @ v[j0:j1]ᵀ
+                gemm<real>(false, true, n, jb, hs, real(1), dO + (size_t)j0 * C, C, v + (size_t)j0 * C3, C3, real(0), da, JB);
+                for (int i = j0; i < T; i++) {
+                    real* prow = a + (size_t)(i - j0) * JB;   // (jb)
+                    real* drow = da + (size_t)(i - j0) * JB;  // (jb)
+                    const int lo = std::max(attention_detail::first_key(kstart, b, i), j0) - j0, hi = std::min(i, j1 - 1) - j0;
+                    if (hi < lo) {  // no key of this block in row i's range
+                        std::fill(prow, prow + jb, real(0));
+                        std::fill(drow, drow + jb, real(0));
+                        continue;
+                    }
+                    vmath::exp_shifted_sum(prow + lo, hi + 1 - lo, l[i]);  // prow[j] = exp(prow[j] − lse[i])
+                    std::fill(prow, prow + lo, real(0));
+                    std::fill(prow + hi + 1, prow + jb, real(0));
+                    // P[i,j] = exp(preatt[i,j] − lse[i])   =>   dS[i,j] = P[i,j] · (dP[i,j] − D[i])   (in place)
+                    const real Di = D[i];
+#pragma omp simd
+                    for (int j = 0; j < jb; j++) drow[j] = prow[j] * (drow[j] - Di);
+                }
+                // out = P @ v                =>   dv[j0:j1] += P[j0:T, j0:j1]ᵀ @ dout[j0:T]
+                gemm<real>(true, false, jb, hs, n, real(1), a, JB, dO + (size_t)j0 * C, C, real(1), dv + (size_t)j0 * C3, C3);
+                // preatt = scale · q @ kᵀ   =>   dk[j0:j1] += scale · dSᵀ @ q[j0:T],   dq[j0:T] += scale · dS @ k[j0:j1]
+                gemm<real>(true, false, jb, hs, n, scale, da, JB, q + (size_t)j0 * C3, C3, real(1), dk + (size_t)j0 * C3, C3);
+                gemm<real>(false, false, n, hs, jb, scale, da, JB, k + (size_t)j0 * C3, C3, real(1), dq + (size_t)j0 * C3, C3);
+            }
+        }
+    }
+}
+
+// att (B,NH,T,T) from qkv and the saved lse: what attention_forward saves, rebuilt for dumps and analyses (host,
+// single pass; zeros outside each row's key range).
+template <typename real>
+void attention_probabilities(real* att, const real* qkv, const real* lse, int B, int T, int C, int NH, const int* kstart = nullptr) {
+    ICL_ASSERT(NH > 0 && C % NH == 0);
+    const int hs = C / NH, C3 = 3 * C;
+    const real scale = real(1) / std::sqrt(real(hs));
+    for (int bh = 0; bh < B * NH; bh++) {
+        const int b = bh / NH, h = bh % NH;
+        const real* q = qkv + (size_t)b * T * C3 + h * hs;
+        real* a = att + (size_t)bh * T * T;  // (T,T)
+        gemm<real>(false, true, T, T, hs, scale, q, C3, q + C, C3, real(0), a, T);
+        for (int i = 0; i < T; i++) {
+            real* row = a + (size_t)i * T;
+            const int lo = attention_detail::first_key(kstart, b, i);
+            for (int j = lo; j <= i; j++) row[j] = std::exp(row[j] - lse[(size_t)bh * T + i]);
+            std::fill(row, row + lo, real(0));
+            std::fill(row + i + 1, row + T, real(0));
         }
     }
 }

@@ -180,6 +180,21 @@ void attention_backward(Device dev, real* dqkv, real* scratch, const real* dout,
     ON_GPU(attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH));
     icl::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
 }
+// The O(T)-memory form (layers/attention.h): saves lse (B,NH,T), the backward recomputes the probabilities.
+template <typename real>
+void attention_forward_lse(Device dev, real* out, real* lse, real* scratch, const real* qkv, int B, int T, int C, int NH,
+                           const int* kstart = nullptr) {  // (B) on dev: each sequence's first key, or null
+    OpTimer timer_("attention fwd", dev);
+    ON_GPU(attention_forward_lse(out, lse, qkv, B, T, C, NH, kstart));
+    icl::attention_forward_lse(out, lse, scratch, qkv, B, T, C, NH, kstart);
+}
+template <typename real>
+void attention_backward_lse(Device dev, real* dqkv, real* scratch, const real* dout, const real* out, const real* qkv, const real* lse, int B,
+                            int T, int C, int NH, const int* kstart = nullptr) {
+    OpTimer timer_("attention bwd", dev);
+    ON_GPU(attention_backward_lse(dqkv, dout, qkv, lse, B, T, C, NH, kstart));
+    icl::attention_backward_lse(dqkv, scratch, dout, out, qkv, lse, B, T, C, NH, kstart);
+}
 template <typename real>
 void crossentropy_forward(Device dev, real* losses, real* probs, const real* logits, const int* targets, int N, int V) {
     OpTimer timer_("crossentropy fwd", dev);

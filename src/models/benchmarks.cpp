@@ -350,6 +350,17 @@ double gpt_step_flops(const GPTConfig& c, int B, int T) {
 
 }  // namespace
 
+// Bytes of the attention activations the blocks keep between forward and backward (<h>lse, or <h>att with modifications).
+static double attention_bytes(const ModelState<float>& s) {
+    double n = 0;
+    for (const TensorSpec& t : s.atable.specs) {
+        const std::string& nm = t.name;
+        if ((nm.size() >= 3 && nm.compare(nm.size() - 3, 3, "lse") == 0) || (nm.size() >= 4 && nm.compare(nm.size() - 4, 4, ".att") == 0))
+            n += t.numel() * 4.0;
+    }
+    return n;
+}
+
 int bench_model(const BenchOptions& opt) {
     const GPTConfig& cfg = opt.model;
     const int B = opt.batch, T = opt.seq;
@@ -384,8 +395,13 @@ int bench_model(const BenchOptions& opt) {
     std::printf("  GPT L=%d C=%d NH=%d V=%d, B=%d T=%d: %lld parameters, %.1f GFLOP per step (analytic)\n", cfg.L, cfg.C, cfg.NH,
                 cfg.V, B, T, (long long)cfg.num_params(), flops * 1e-9);
     std::printf("  %s: %.1f GFLOP/s;  GEMM kernel: %s\n", peak.kind.c_str(), peak.gflops, opt.dev == Device::cpu ? gemm_isa() : "cuBLAS");
-    std::printf("  step: median %.1f ms (best %.1f ms) over %d steps; %.0f tokens/s; %.1f GFLOP/s = %.1f%% of peak\n\n", t * 1e3,
+    std::printf("  step: median %.1f ms (best %.1f ms) over %d steps; %.0f tokens/s; %.1f GFLOP/s = %.1f%% of peak\n", t * 1e3,
                 best * 1e3, opt.reps, B * T / t, flops / t * 1e-9, 100.0 * flops / t * 1e-9 / peak.gflops);
+    // memory: the activation table, their gradients, and the parameter-sized buffers (params, grads, AdamW m, v)
+    const double act = m.s.atable.total * 4.0, dact = m.s.gtable.total * 4.0, par = m.s.ptable.total * 4.0 * 4;
+    std::printf("  memory: activations %.1f MB (attention: %.1f MB, row log-sum-exp only), activation gradients %.1f MB, parameters + "
+                "gradients + AdamW moments %.1f MB, attention scratch %.1f MB\n\n", act / 1e6, attention_bytes(m.s) / 1e6, dact / 1e6,
+                par / 1e6, attention_lse_scratch_size(B, T, cfg.NH) * 4.0 / 1e6);
     print_profile(step, opt.reps);
     return 0;
 }

@@ -97,7 +97,10 @@ void block_activations(ActTable& t, const std::string& h, int64_t B, int64_t T, 
             t.add(h + g + ".u", {B, T, (int64_t)k.mod.dh}, w + " adapter hidden ReLU(u·Aᵀ)", false);
         }
     if (k.attn == AttnKind::softmax) {
-        t.add(h + "att", {B, NH, T, T}, d.pre + "attention probabilities (causal part valid)", false);
+        if (k.mod.attention_active())  // the modifications work on the whole probability matrix (layers/attention_mods.h)
+            t.add(h + "att", {B, NH, T, T}, d.pre + "attention probabilities (causal part valid)", false);
+        else  // plain softmax: the O(T) form (layers/attention.h); --dump-npy rebuilds <h>att from it (attention_probability_dumps)
+            t.add(h + "lse", {B, NH, T}, d.pre + "attention row log-sum-exp (the probabilities are recomputed from it)", false);
         t.add(h + "atty", {B, T, C}, d.pre + "attention output, heads concatenated", true);
     } else {
         t.add(h + "phiq", {B, NH, T, m}, "a = phi(q) = elu(q)+1", false);
@@ -179,7 +182,7 @@ real* block_forward(ModelState<real>& s, const std::string& h, const std::string
         op::attention_mod_forward(dev, A("atty"), A("att"), b.scratch, A("qkv"), k.mod.needs_sim_src() ? u : nullptr, k.mod, b.mod_seed, b.B,
                                   b.T, C, k.NH, Cu);
     } else if (k.attn == AttnKind::softmax) {
-        op::attention_forward(dev, A("atty"), A("att"), b.scratch, A("qkv"), b.B, b.T, C, k.NH, b.kstart);
+        op::attention_forward_lse(dev, A("atty"), A("lse"), b.scratch, A("qkv"), b.B, b.T, C, k.NH, b.kstart);
     } else {
         const real* bkv = b.bias ? P("attn.bkv") : nullptr;
         const real* bd = b.bias ? P("attn.bd") : nullptr;
@@ -231,7 +234,7 @@ void block_backward(ModelState<real>& s, const std::string& h, const std::string
                                    b.mod_seed, b.B, b.T, C, k.NH, Cu);
     } else if (k.attn == AttnKind::softmax) {
         // atty = attention(qkv)
-        op::attention_backward(dev, D("qkv"), b.scratch, D("atty"), A("qkv"), A("att"), b.B, b.T, C, k.NH);
+        op::attention_backward_lse(dev, D("qkv"), b.scratch, D("atty"), A("atty"), A("qkv"), A("lse"), b.B, b.T, C, k.NH, b.kstart);
     } else {
         // atty = kattn(qkv; b_KV, b_D)
         op::kernel_attention_backward(dev, D("qkv"), b.bias ? G("attn.bkv") : (real*)nullptr, b.bias ? G("attn.bd") : (real*)nullptr,
@@ -286,5 +289,43 @@ template float* block_forward<float>(ModelState<float>&, const std::string&, con
 template double* block_forward<double>(ModelState<double>&, const std::string&, const std::string&, const double*, const BlockRun<double>&);
 template void block_backward<float>(ModelState<float>&, const std::string&, const std::string&, const float*, float*, const BlockRun<float>&);
 template void block_backward<double>(ModelState<double>&, const std::string&, const std::string&, const double*, double*, const BlockRun<double>&);
+
+size_t block_scratch_size(const BlockShape& k, int B, int T, int nthreads) {
+    if (k.attn == AttnKind::kernel) return kernel_attention_scratch_size(B, T, k.C, k.NH, nthreads);
+    if (k.mod.attention_active()) return attention_scratch_size(B, T, k.C, k.NH, nthreads);
+    return attention_lse_scratch_size(B, T, k.NH, nthreads);
+}
+
+template <typename real>
+std::vector<real> attention_probabilities_of(ModelState<real>& s, const std::string& h, const int* kstart) {
+    const Shape sh = s.atable.spec(h + "lse").shape;  // (B,NH,T)
+    const int B = (int)sh[0], NH = (int)sh[1], T = (int)sh[2], C = (int)(s.atable.spec(h + "qkv").shape[2] / 3);
+    const std::vector<real> qkv = s.fetch_act(h + "qkv"), lse = s.fetch_act(h + "lse");
+    std::vector<real> att((size_t)B * NH * T * T);
+    attention_probabilities(att.data(), qkv.data(), lse.data(), B, T, C, NH, kstart);
+    return att;
+}
+
+template <typename real>
+std::vector<typename ModelState<real>::RealArray> attention_probability_dumps(ModelState<real>& s,
+                                                                              const std::function<const int*(const std::string&)>& kstart_of) {
+    std::vector<typename ModelState<real>::RealArray> out;
+    for (const TensorSpec& t : s.atable.specs) {
+        const std::string& n = t.name;
+        if (n.size() < 3 || n.compare(n.size() - 3, 3, "lse") != 0) continue;
+        const std::string h = n.substr(0, n.size() - 3);  // "h.0.", "aux.h.1.y." …
+        const Shape sh = t.shape;
+        out.push_back({h + "att", "attention probabilities (B,NH,T,T), recomputed from " + h + "qkv and " + h + "lse for the dump",
+                       {sh[0], sh[1], sh[2], sh[2]}, attention_probabilities_of(s, h, kstart_of ? kstart_of(h) : nullptr)});
+    }
+    return out;
+}
+
+template std::vector<float> attention_probabilities_of<float>(ModelState<float>&, const std::string&, const int*);
+template std::vector<double> attention_probabilities_of<double>(ModelState<double>&, const std::string&, const int*);
+template std::vector<ModelState<float>::RealArray> attention_probability_dumps<float>(ModelState<float>&,
+                                                                                     const std::function<const int*(const std::string&)>&);
+template std::vector<ModelState<double>::RealArray> attention_probability_dumps<double>(ModelState<double>&,
+                                                                                       const std::function<const int*(const std::string&)>&);
 
 }  // namespace icl

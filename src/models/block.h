@@ -20,7 +20,9 @@
 // parameters "<p>ln1.w", "<p>attn.qkv.w", … under p ("h.3.", "h.0.y."); the block's output is <h>res3.
 // Every layer call goes through src/layers/dispatch.h.
 #pragma once
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "layers/attention_mods.h"
 #include "layers/generator.h"
@@ -58,6 +60,20 @@ struct ActTable {
 
 // The entries of one block at prefix h for a (B,T) batch.
 void block_activations(ActTable& t, const std::string& h, int64_t B, int64_t T, const BlockShape& k);
+
+// Elements of the scratch (BlockRun::scratch) a block of this shape needs for a (B,T) batch on `nthreads` threads:
+// plain softmax attention's O(T) panels, the modifications' T×T slices, or kernel attention's tables.
+size_t block_scratch_size(const BlockShape& k, int B, int T, int nthreads);
+
+// --dump-npy and the analyses: the attention probabilities <h>att (B,NH,T,T) of every plain-softmax block, rebuilt on
+// the host from its <h>qkv and saved <h>lse (layers/attention.h). kstart_of(h): that block's key starts on the host
+// (B), or null.
+template <typename real>
+std::vector<typename ModelState<real>::RealArray> attention_probability_dumps(ModelState<real>& s,
+                                                                              const std::function<const int*(const std::string&)>& kstart_of);
+// The same for one block: <h>att, (B,NH,T,T) flattened.
+template <typename real>
+std::vector<real> attention_probabilities_of(ModelState<real>& s, const std::string& h, const int* kstart = nullptr);
 
 // One call's buffers and inputs besides the activation table.
 template <typename real>

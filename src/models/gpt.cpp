@@ -142,6 +142,8 @@ BlockRun<real> GPT<real>::block_run() {
 // gradient buffer too.
 template <typename real>
 void GPT<real>::layout(int B_, int T_) {
+    // the attention scratch is per thread: it follows the thread count in force at each call (--threads, tests)
+    ensure_size(scratch_, s.dev, block_scratch_size(block_shape(cfg), B_, T_, omp_get_max_threads()));
     if (B_ == B && T_ == T) return;
     B = B_;
     T = T_;
@@ -151,8 +153,6 @@ void GPT<real>::layout(int B_, int T_) {
     for (int l = 0; l < cfg.L; l++) block_activations(t, "h." + std::to_string(l) + ".", Bl, Tl, block_shape(cfg));
     lm_head_activations(t, "", Bl, Tl, head_.spec);
     s.set_activations(std::move(t.acts), std::move(t.grads));
-    size_t scratch = attention_scratch_size(B, T, cfg.C, cfg.NH, omp_get_max_threads());
-    ensure_size(scratch_, s.dev, scratch);
 }
 
 template <typename real>

@@ -188,7 +188,8 @@ void ModelState<real>::load_resumable(const std::string& path) {
 }
 
 template <typename real>
-void ModelState<real>::dump_npy(const std::string& dir, int step, const Batch* batch, const std::vector<IntArray>& extra_ints) {
+void ModelState<real>::dump_npy(const std::string& dir, int step, const Batch* batch, const std::vector<IntArray>& extra_ints,
+                                const std::vector<RealArray>& extra_reals) {
     make_dirs(dir);
     nlohmann::json index = nlohmann::json::array();
     auto dump_table = [&](const TensorTable& table, const Buffer<real>& buf, const std::string& prefix, const char* what) {
@@ -204,6 +205,11 @@ void ModelState<real>::dump_npy(const std::string& dir, int step, const Batch* b
     };
     dump_table(ptable, params, "", "parameter");
     dump_table(atable, acts, "", "activation");
+    for (const RealArray& a : extra_reals) {  // derived activations (recomputed for the dump)
+        npy_save(dir + "/" + a.name + ".npy", a.values.data(), a.shape);
+        index.push_back({{"name", a.name}, {"file", a.name + ".npy"}, {"kind", "activation"}, {"shape", a.shape},
+                         {"dtype", sizeof(real) == 4 ? "<f4" : "<f8"}, {"doc", a.doc}});
+    }
     dump_table(ptable, grads, "grad.", "parameter gradient");
     dump_table(gtable, dacts, "grad.", "activation gradient");
     auto dump_ints = [&](const std::string& name, const Shape& shape, const std::vector<int>& v, const std::string& doc) {

@@ -87,7 +87,13 @@ struct ModelState {
         Shape shape;
         std::vector<int> values;
     };
-    void dump_npy(const std::string& dir, int step, const Batch* batch = nullptr, const std::vector<IntArray>& extra_ints = {});
+    struct RealArray {  // a derived tensor a dump adds (the attention probabilities rebuilt from lse)
+        std::string name, doc;
+        Shape shape;
+        std::vector<real> values;
+    };
+    void dump_npy(const std::string& dir, int step, const Batch* batch = nullptr, const std::vector<IntArray>& extra_ints = {},
+                  const std::vector<RealArray>& extra_reals = {});
 };
 
 }  // namespace icl

@@ -38,6 +38,7 @@
 #include "engine/checkpoint.h"
 #include "engine/cli.h"
 #include "engine/comm.h"
+#include "models/block.h"
 #include "engine/common.h"
 #include "engine/rng.h"
 #include "engine/run.h"
@@ -146,6 +147,13 @@ auto model_dump_extras(const Model& m, int) -> decltype((void)m.aux_p, std::vect
 template <typename Model>
 std::vector<typename decltype(Model::s)::IntArray> model_dump_extras(const Model&, long) { return {}; }
 
+// The key starts (host) of the block at activation prefix h, for the dump's rebuilt attention probabilities: the
+// model's own (the CGT's masked aux pass), else none.
+template <typename Model>
+auto dump_kstart(const Model& m, const std::string& h, int) -> decltype(m.dump_kstart(h)) { return m.dump_kstart(h); }
+template <typename Model>
+const int* dump_kstart(const Model&, const std::string&, long) { return nullptr; }
+
 // The loss scales of K micro-batches: the model's own (the CGT: its aux pass), else plain_accumulation_scales.
 template <typename Model>
 auto accumulation_scales(Model& m, const std::vector<Batch>& micro, int) -> decltype(m.accumulation_scales(micro)) {
@@ -233,7 +241,8 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
         }
         if (step == o.dump_step && !o.dump_dir.empty()) {  // not part of the step's time
             const double td = now_seconds();
-            m.s.dump_npy(o.dump_dir, step + 1, &batch, model_dump_extras(m, 0));
+            m.s.dump_npy(o.dump_dir, step + 1, &batch, model_dump_extras(m, 0),
+                         attention_probability_dumps(m.s, [&](const std::string& h) { return dump_kstart(m, h, 0); }));
             std::fprintf(stderr, "wrote every parameter, activation and gradient of step %d, and its batch, to %s/ (index.json)\n", step + 1,
                          o.dump_dir.c_str());
             t_dump = now_seconds() - td;

@@ -264,6 +264,16 @@ BlockRun<real> CGT<real>::y_block_run(const std::string& h, int Bp, int Tp) {
 
 template <typename real>
 void CGT<real>::layout(int B_, int T_, int Ta_) {
+    {  // the attention scratch is per thread: it follows the thread count in force at each call (--threads, tests)
+        const int nt = omp_get_max_threads();
+        size_t sc = 0;
+        for (int Tl : {T_, Ta_})
+            if (Tl > 0) {
+                for (int b = 0; b < cfg.L; b++) sc = std::max(sc, block_scratch_size(cfg.x_block(b), B_, Tl, nt));
+                if (cfg.has_y()) sc = std::max(sc, block_scratch_size(cfg.y_block(), B_, Tl, nt));
+            }
+        ensure_size(scratch_, s.dev, sc);
+    }
     if (B_ == B && T_ == T && Ta_ == Ta && s.atable.size() > 0) return;
     B = B_; T = T_; Ta = Ta_;
     const int64_t dx = cfg.dx, dy = cfg.dy, Bl = B;
@@ -295,11 +305,6 @@ void CGT<real>::layout(int B_, int T_, int Ta_) {
     if (T > 0) pass("", T, cfg.has_y());
     if (Ta > 0) pass("aux.", Ta, false);
     s.set_activations(std::move(t.acts), std::move(t.grads));
-    const int nt = omp_get_max_threads();
-    size_t sc = 0;
-    for (int Tl : {T, Ta})
-        if (Tl > 0) sc = std::max({sc, attention_scratch_size(B, Tl, cfg.dx, cfg.NHx, nt), attention_scratch_size(B, Tl, std::max(cfg.dy, 1), std::max(cfg.NHy, 1), nt)});
-    ensure_size(scratch_, s.dev, sc);
     size_t gs = generator_scratch_size(B * std::max(T, Ta), cfg.M, cfg.r);
     ensure_size(gscratch_, s.dev, gs);
 }
@@ -611,7 +616,9 @@ void CGT<real>::backward() {
         const int Na = B * Ta;
         ahead_.backward(s, "aux." + last, ain_);
         const bool gen = cfg.L > cfg.ell;
+        pass_kstart_ = loss.aux_masked ? a_kstart_.ptr : nullptr;  // the attention backward recomputes its probabilities
         x_pass_backward("aux.", B, Ta, ain_.tokens.ptr, ain_.pos_ptr(), gen ? s.act("aux.ytilde") : nullptr, gen ? s.dact("aux.ytilde") : nullptr, false);
+        pass_kstart_ = nullptr;
         // (the masked pass's attention backward needs no key start: its att is 0 outside each row's keys)
         if (gen) op::gather_rows_backward(dev, s.dact(cfg.vae ? "y_used" : "yl"), s.dact("aux.ytilde"), a_idx_.ptr, Na, cfg.dy);
     }

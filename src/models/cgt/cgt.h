@@ -182,6 +182,11 @@ struct CGT {
     // What moves between steps besides the parameters (resumable checkpoints): the aux-position / VAE-noise stream
     // and the random-neighbour draw count.
     RandomState random_state() { return {{{"cgt.rng", &rng_}}, {{"cgt.forwards", &forwards_}}}; }
+    // The key starts (host) of the blocks at prefix h in the last forward: the masked aux pass's p_b, else null
+    // (the dump's rebuilt attention probabilities, models/block.h).
+    const int* dump_kstart(const std::string& h) const {
+        return loss.aux_masked && h.compare(0, 4, "aux.") == 0 && !aux_p.empty() ? aux_p.data() : nullptr;
+    }
 
 private:
     void layout(int B, int T, int Ta);

@@ -769,7 +769,7 @@ int cmd_eps(const Cli& cli) {
         double soft = 0;
         long cnt = 0;
         for (int l = 0; l < g.L; l++) {
-            std::vector<double> att = a.s.fetch_act("h." + std::to_string(l) + ".att");
+            std::vector<double> att = attention_probabilities_of(a.s, "h." + std::to_string(l) + ".");  // (NH,T,T), rebuilt from lse
             for (int hh = 0; hh < g.NH; hh++)
                 for (int t = 1; t < T; t++) {
                     double mx = 0;
