@@ -140,7 +140,8 @@ void gemm_strided(bool transA, bool transB, int M, int N, int K, float alpha, co
                   const float* B, int ldb, int64_t strideB, float beta, float* C, int ldc, int64_t strideC, int count);
 // The same with arbitrary per-product pointers: device arrays of `count` pointers each.
 void gemm_batched(bool transA, bool transB, int M, int N, int K, float alpha, const float* const* A, int lda,
-                  const float* const* B, int ldb, float beta, float* const* C, int ldc, int count);
+                  const float* const* B, int ldb, float beta, float* const* C, int ldc, int count,
+                  bool aligned16 = false);  // the caller vouches that every pointer in A, B, C is 16-byte aligned (TF32)
 
 // ---- scratch --------------------------------------------------------------------------------------------
 

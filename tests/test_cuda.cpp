@@ -335,6 +335,31 @@ TEST_CASE("cuda kernels: causal softmax attention, O(T) form (lse saved, probabi
     }
 }
 
+TEST_CASE("cuda kernels: --tf32 with odd T or a head size not a multiple of 4 runs the attention products in fp32 (the same bits as TF32 off)" * GPU_CASE) {
+    REQUIRE_GPU();
+    struct Shape4 { int B, T, C, NH; };
+    for (Shape4 s : {Shape4{2, 243, 48, 3}, Shape4{2, 64, 30, 5}}) {  // T odd (the arith task's 243); hs = 6
+        const int B = s.B, T = s.T, C = s.C, NH = s.NH;
+        CAPTURE(T);
+        CAPTURE(C);
+        Rng r(707 + T);
+        const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.5, 1.5), dout = rnd((size_t)B * T * C, r);
+        auto gqkv = up(qkv), gdout = up(dout);
+        std::vector<Vec> got;
+        for (bool tf : {false, true}) {
+            set_tf32(tf);
+            auto gout = poisoned((size_t)B * T * C), glse = poisoned((size_t)B * NH * T), gd = up(Vec(qkv.size(), 0.0));
+            op::attention_forward_lse<float>(GPU, gout.ptr, glse.ptr, nullptr, gqkv.ptr, B, T, C, NH);
+            op::attention_backward_lse<float>(GPU, gd.ptr, nullptr, gdout.ptr, gout.ptr, gqkv.ptr, glse.ptr, B, T, C, NH);
+            got.push_back(down(gout, (size_t)B * T * C));
+            got.push_back(down(gd, qkv.size()));
+        }
+        set_tf32(false);
+        CHECK(got[0] == got[2]);
+        CHECK(got[1] == got[3]);
+    }
+}
+
 TEST_CASE("cuda kernels: attention modifications (regularized, negative all / lowsim / random), forward and backward (I19)" * GPU_CASE) {
     REQUIRE_GPU();
     set_tf32(false);
