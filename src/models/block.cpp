@@ -290,7 +290,8 @@ template double* block_forward<double>(ModelState<double>&, const std::string&, 
 template void block_backward<float>(ModelState<float>&, const std::string&, const std::string&, const float*, float*, const BlockRun<float>&);
 template void block_backward<double>(ModelState<double>&, const std::string&, const std::string&, const double*, double*, const BlockRun<double>&);
 
-size_t block_scratch_size(const BlockShape& k, int B, int T, int nthreads) {
+size_t block_scratch_size(const BlockShape& k, int B, int T, int nthreads, Device dev) {
+    if (dev != Device::cpu) return 0;
     if (k.attn == AttnKind::kernel) return kernel_attention_scratch_size(B, T, k.C, k.NH, nthreads);
     if (k.mod.attention_active()) return attention_scratch_size(B, T, k.C, k.NH, nthreads);
     return attention_lse_scratch_size(B, T, k.NH, nthreads);

@@ -62,8 +62,9 @@ struct ActTable {
 void block_activations(ActTable& t, const std::string& h, int64_t B, int64_t T, const BlockShape& k);
 
 // Elements of the scratch (BlockRun::scratch) a block of this shape needs for a (B,T) batch on `nthreads` threads:
-// plain softmax attention's O(T) panels, the modifications' T×T slices, or kernel attention's tables.
-size_t block_scratch_size(const BlockShape& k, int B, int T, int nthreads);
+// plain softmax attention's O(T) panels, the modifications' T×T slices, or kernel attention's tables. None on the
+// GPU: its attention kernels take their buffers from the backend's own scratch (cuda/common.cuh).
+size_t block_scratch_size(const BlockShape& k, int B, int T, int nthreads, Device dev);
 
 // --dump-npy and the analyses: the attention probabilities <h>att (B,NH,T,T) of every plain-softmax block, rebuilt on
 // the host from its <h>qkv and saved <h>lse (layers/attention.h). kstart_of(h): that block's key starts on the host

@@ -269,8 +269,8 @@ void CGT<real>::layout(int B_, int T_, int Ta_) {
         size_t sc = 0;
         for (int Tl : {T_, Ta_})
             if (Tl > 0) {
-                for (int b = 0; b < cfg.L; b++) sc = std::max(sc, block_scratch_size(cfg.x_block(b), B_, Tl, nt));
-                if (cfg.has_y()) sc = std::max(sc, block_scratch_size(cfg.y_block(), B_, Tl, nt));
+                for (int b = 0; b < cfg.L; b++) sc = std::max(sc, block_scratch_size(cfg.x_block(b), B_, Tl, nt, s.dev));
+                if (cfg.has_y()) sc = std::max(sc, block_scratch_size(cfg.y_block(), B_, Tl, nt, s.dev));
             }
         ensure_size(scratch_, s.dev, sc);
     }

@@ -119,7 +119,7 @@ BlockRun<real> KernelLM<real>::block_run(const int* pos) {
 template <typename real>
 void KernelLM<real>::layout(int B_, int T_) {
     // the attention scratch is per thread: it follows the thread count in force at each call (--threads, tests)
-    ensure_size(scratch_, s.dev, block_scratch_size(block_shape(cfg), B_, T_, omp_get_max_threads()));
+    ensure_size(scratch_, s.dev, block_scratch_size(block_shape(cfg), B_, T_, omp_get_max_threads(), s.dev));
     if (B_ == B && T_ == T) return;
     B = B_;
     T = T_;
