@@ -109,6 +109,23 @@ TEST_CASE("--device cuda in a build without CUDA says so") {
     CHECK(explained);
 }
 
+TEST_CASE("OpenMP threads wait passively unless OMP_WAIT_POLICY says otherwise (the binary re-executes itself with it)") {
+    // OMP_DISPLAY_ENV=verbose makes libgomp print its settings when it starts; the last print is the process that
+    // runs. libgomp shows the policy as 'PASSIVE' even by default, where it spins GOMP_SPINCOUNT = 300000 times before
+    // sleeping: the spin count is what tells them apart (0 when passive).
+    auto last_spin = [](const std::string& env) {
+        Result r = icl_test::run_shell("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + env + " OMP_DISPLAY_ENV=verbose " + icl_test::bin_dir() +
+                                       "/train_gpt --help");
+        REQUIRE(r.code == 0);
+        const std::string key = "GOMP_SPINCOUNT = '";
+        const size_t at = r.err.rfind(key);
+        REQUIRE(at != std::string::npos);
+        return r.err.substr(at + key.size(), r.err.find('\'', at + key.size()) - at - key.size());
+    };
+    CHECK(last_spin("") == "0");
+    CHECK(last_spin("OMP_WAIT_POLICY=active") != "0");
+}
+
 TEST_CASE("--help lists the shared flags") {
     Result r = run("train_gpt --help");
     CHECK(r.code == 0);

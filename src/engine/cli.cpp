@@ -353,8 +353,23 @@ static int report_error(const std::string& msg, int code) {
     return code;
 }
 
+// OpenMP threads waiting at a barrier spin by default (libgomp), and on a machine shared with another busy process
+// that costs far more than the cores it takes: a CGT step at 2 threads beside one busy process took 452–550 ms
+// spinning and 303–305 ms with passive waiting, and the two are equal on an idle machine (docs/benchmarks.md).
+// libgomp reads OMP_WAIT_POLICY once, before main, so a binary started without it sets it to passive and executes
+// itself again: the same process, arguments and environment otherwise. A policy the user gives is kept.
+static void prefer_passive_waiting(char** argv) {
+#ifdef __linux__
+    if (std::getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);  // returns only if it failed: go on with the default policy
+#else
+    (void)argv;
+#endif
+}
+
 int cli_main(int argc, char** argv, int (*run)(int, char**)) {
     int code = 0;
+    prefer_passive_waiting(argv);
     try {
         comm_init(&argc, &argv);
         code = run(argc, argv);
