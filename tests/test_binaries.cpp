@@ -114,7 +114,7 @@ TEST_CASE("OpenMP threads wait passively unless OMP_WAIT_POLICY says otherwise (
     // runs. libgomp shows the policy as 'PASSIVE' even by default, where it spins GOMP_SPINCOUNT = 300000 times before
     // sleeping: the spin count is what tells them apart (0 when passive).
     auto last_spin = [](const std::string& env) {
-        Result r = icl_test::run_shell("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + env + " OMP_DISPLAY_ENV=verbose " + icl_test::bin_dir() +
+        Result r = icl_test::run_shell("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OMP_PROC_BIND -u OMP_PLACES -u GOMP_CPU_AFFINITY -u ICL_NO_REEXEC " + env + " OMP_DISPLAY_ENV=verbose " + icl_test::bin_dir() +
                                        "/train_gpt --help");
         REQUIRE(r.code == 0);
         const std::string key = "GOMP_SPINCOUNT = '";
@@ -124,6 +124,8 @@ TEST_CASE("OpenMP threads wait passively unless OMP_WAIT_POLICY says otherwise (
     };
     CHECK(last_spin("") == "0");
     CHECK(last_spin("OMP_WAIT_POLICY=active") != "0");
+    // a thread binding asked for: no re-exec (the pinned CPU mask would survive it), libgomp's default stays
+    CHECK(last_spin("OMP_PROC_BIND=close") != "0");
 }
 
 TEST_CASE("--help lists the shared flags") {

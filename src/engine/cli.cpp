@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <sstream>
@@ -357,11 +358,19 @@ static int report_error(const std::string& msg, int code) {
 // that costs far more than the cores it takes: a CGT step at 2 threads beside one busy process took 452–550 ms
 // spinning and 303–305 ms with passive waiting, and the two are equal on an idle machine (docs/benchmarks.md).
 // libgomp reads OMP_WAIT_POLICY once, before main, so a binary started without it sets it to passive and executes
-// itself again: the same process, arguments and environment otherwise. A policy the user gives is kept.
+// itself again: the same process, arguments and environment otherwise. A policy the user gives is kept. Not done
+// when a thread binding is asked for (OMP_PROC_BIND, OMP_PLACES, GOMP_CPU_AFFINITY: libgomp has already pinned this
+// thread before main, and the narrowed CPU mask would survive the exec), under valgrind (it would not follow the
+// exec), or with ICL_NO_REEXEC set.
 static void prefer_passive_waiting(char** argv) {
 #ifdef __linux__
-    if (std::getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
-    execv("/proc/self/exe", argv);  // returns only if it failed: go on with the default policy
+    for (const char* v : {"OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "ICL_NO_REEXEC"})
+        if (std::getenv(v)) return;
+    const char* preload = std::getenv("LD_PRELOAD");
+    if (preload && std::strstr(preload, "vgpreload")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);   // returns only if it failed: go on with the default policy,
+    unsetenv("OMP_WAIT_POLICY");     // and leave the children theirs
 #else
     (void)argv;
 #endif

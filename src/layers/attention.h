@@ -11,7 +11,8 @@
 // Key start (optional, kstart (B) non-null): sequence b's row i attends to j in [kstart[b], i] only — the CGT's
 // masked full-length auxiliary pass (spec/cgt.md §2.3). A row i < kstart[b] has no key left; it attends to
 // itself alone (j = i: a finite row, never the NaN of a softmax over nothing). att is 0 outside each row's range,
-// so the backward needs nothing more: every term it forms is a multiple of att.
+// so attention_backward needs nothing more: every term it forms is a multiple of att (attention_backward_lse,
+// which recomputes att, takes the key starts again).
 //
 // GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes, parameter
 // and activation gradients alike; callers zero the gradient buffers once per step. Here: dqkv += ...

@@ -619,7 +619,6 @@ void CGT<real>::backward() {
         pass_kstart_ = loss.aux_masked ? a_kstart_.ptr : nullptr;  // the attention backward recomputes its probabilities
         x_pass_backward("aux.", B, Ta, ain_.tokens.ptr, ain_.pos_ptr(), gen ? s.act("aux.ytilde") : nullptr, gen ? s.dact("aux.ytilde") : nullptr, false);
         pass_kstart_ = nullptr;
-        // (the masked pass's attention backward needs no key start: its att is 0 outside each row's keys)
         if (gen) op::gather_rows_backward(dev, s.dact(cfg.vae ? "y_used" : "yl"), s.dact("aux.ytilde"), a_idx_.ptr, Na, cfg.dy);
     }
     head_.backward(s, last, in_);
