@@ -47,18 +47,24 @@ __global__ void attention_pointers_kernel(const float** p, int BNH, int NH, int 
     p[P_P * BNH + bh] = prob && bh >= bh0 ? prob + (size_t)(bh - bh0) * T * T : nullptr;
 }
 
-// In place on preatt rows: row r of (rows, T) is query i = r % T of its (b,h) pair, b = r / (NH·T).
-//   att[i, j] = exp(preatt[i,j] − max_{lo<=j'<=i}) / Σ_{lo<=j'<=i} exp(...)  for lo <= j <= i,  0 elsewhere,
+// Row r of (rows, T) is query i = r % T of its (b,h) pair, b = r / (NH·T); it attends to keys lo <= j <= i with
 // lo = 0, or with a key start (kstart non-null) kstart[b], and i itself for a row before it (layers/attention.h).
+__device__ __forceinline__ void row_key_range(int64_t r, int T, int NH, const int* kstart, int& i, int& lo) {
+    i = (int)(r % T);
+    const int ks = kstart ? kstart[r / ((int64_t)NH * T)] : 0;
+    lo = i < ks ? i : ks;
+}
+
+// In place on preatt rows (row r: query i, keys lo..i, see row_key_range):
+//   att[i, j] = exp(preatt[i,j] − max_{lo<=j'<=i}) / Σ_{lo<=j'<=i} exp(...)  for lo <= j <= i,  0 elsewhere.
 // With lse non-null the row's log-sum-exp max + log(sum) is saved at lse[r] (the O(T) form).
 // One warp per row; lane l handles j = lo + l, lo + l + 32, …
 __global__ void causal_softmax_forward_kernel(float* att, int64_t rows, int T, int NH, const int* kstart, float* lse = nullptr) {
     const int64_t r = (int64_t)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     const int lane = threadIdx.x % WARP;
     if (r >= rows) return;
-    const int i = (int)(r % T);
-    const int ks = kstart ? kstart[r / ((int64_t)NH * T)] : 0;
-    const int lo = i < ks ? i : ks;
+    int i, lo;
+    row_key_range(r, T, NH, kstart, i, lo);
     float* row = att + r * T;  // (T)
     float maxv = -INFINITY;
     for (int j = lo + lane; j <= i; j += WARP) maxv = fmaxf(maxv, row[j]);
@@ -94,14 +100,13 @@ __global__ void causal_softmax_backward_kernel(float* datt, const float* att, in
 }
 
 // The lse form's backward: row r of (rows, T) holds scale·q_i·k_j; becomes P[i,j] = exp(that − lse[r]) for
-// lo <= j <= i and 0 elsewhere (lo as in causal_softmax_forward_kernel). One warp per row.
+// lo <= j <= i and 0 elsewhere (row_key_range). One warp per row.
 __global__ void probabilities_from_lse_kernel(float* p, const float* lse, int64_t rows, int T, int NH, const int* kstart) {
     const int64_t r = (int64_t)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     const int lane = threadIdx.x % WARP;
     if (r >= rows) return;
-    const int i = (int)(r % T);
-    const int ks = kstart ? kstart[r / ((int64_t)NH * T)] : 0;
-    const int lo = i < ks ? i : ks;
+    int i, lo;
+    row_key_range(r, T, NH, kstart, i, lo);
     float* row = p + r * T;  // (T)
     const float l = lse[r];
     for (int j = lane; j < T; j += WARP) row[j] = j >= lo && j <= i ? expf(row[j] - l) : 0.0f;

@@ -170,11 +170,57 @@ TEST_CASE("checkpoint: save, load into a fresh model, identical outputs; a misma
     std::system(("rm -rf " + dir).c_str());
 }
 
+TEST_CASE("activation gradients in one block's memory: the same parameter gradients to the bit, L-1 blocks' memory less") {
+    for (int L : {2, 3, 4}) {
+        CAPTURE(L);
+        GPTConfig c = tiny_cfg(9);
+        c.L = L;
+        GPT<float> shared(c, Device::cpu, 5), full(c, Device::cpu, 5);
+        randomize(shared, 17, 0.3);
+        randomize(full, 17, 0.3);
+        full.keep_all_activation_gradients(true);
+        for (int step = 0; step < 2; step++) {  // the second backward finds the first one's gradients in the views
+            const Batch bt = tiny_arith(3, 9, 40 + step);
+            CHECK(shared.forward(bt) == full.forward(bt));
+            shared.backward();
+            full.backward();
+            CHECK(shared.s.to_host(shared.s.grads, 0, shared.s.ptable.total) == full.s.to_host(full.s.grads, 0, full.s.ptable.total));
+            // d(encoded) comes out of block 0 last: every block's backward on the way was right
+            const size_t n = (size_t)3 * 9 * c.C;
+            CHECK(shared.s.to_host(shared.s.dacts, shared.s.gtable.offset("encoded"), n) ==
+                  full.s.to_host(full.s.dacts, full.s.gtable.offset("encoded"), n));
+            CHECK(shared.s.to_host(shared.s.dacts, shared.s.gtable.offset("h.0.qkv"), 3 * n) ==
+                  full.s.to_host(full.s.dacts, full.s.gtable.offset("h.0.qkv"), 3 * n));
+        }
+        // the views: block l's own gradients where block 0's are; res3 in two buffers by parity
+        CHECK(shared.s.gtable.offset("h." + std::to_string(L - 1) + ".fch") == shared.s.gtable.offset("h.0.fch"));
+        CHECK(shared.s.gtable.offset("h." + std::to_string(L - 1) + ".res3") == shared.s.gtable.offset("h." + std::to_string((L - 1) % 2) + ".res3"));
+        CHECK(shared.s.gtable.offset("h.0.res3") != shared.s.gtable.offset("h.1.res3"));
+        CHECK(full.s.gtable.aliases == 0);
+        // one block's own gradients and two res3 instead of L of each: (L−1) blocks less one res3 (64-byte padded)
+        const size_t per_block = full.s.gtable.offset("h.1.ln1") - full.s.gtable.offset("h.0.ln1");
+        const size_t res3 = ((size_t)3 * 9 * c.C + 15) / 16 * 16;
+        CHECK(full.s.gtable.total - shared.s.gtable.total == (size_t)(L - 1) * per_block - res3);
+        // switching back to the full table on the next forward works too (the trainer's dump step)
+        shared.keep_all_activation_gradients(true);
+        const Batch bt = tiny_arith(3, 9, 99);
+        full.forward(bt); full.backward();
+        shared.forward(bt); shared.backward();
+        CHECK(shared.s.gtable.total == full.s.gtable.total);
+        CHECK(shared.s.to_host(shared.s.dacts, 0, full.s.gtable.total) == full.s.to_host(full.s.dacts, 0, full.s.gtable.total));
+    }
+}
+
 TEST_CASE("--dump-npy writes every parameter, activation and gradient with an index") {
     icl_test::TmpDir tmp;
     const std::string dir = tmp.path;
     GPT<float> m(tiny_cfg(6), Device::cpu, 1);
     Batch bt = tiny_arith(2, 6, 3);
+    m.forward(bt);
+    m.backward();
+    // by default blocks 1..L−1's activation gradients are views of block 0's: a dump refuses them
+    CHECK_THROWS_WITH_AS(m.s.dump_npy(dir + "/refused", 0), doctest::Contains("share memory"), Error);
+    m.keep_all_activation_gradients(true);  // what the trainer does on the dump step
     m.forward(bt);
     m.backward();
     // what the trainer passes: the attention probabilities of each block, rebuilt from its saved lse

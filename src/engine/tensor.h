@@ -52,6 +52,7 @@ struct TensorTable {
     std::vector<size_t> offsets;  // in elements
     size_t total = 0;             // elements, including alignment padding
     std::unordered_map<std::string, size_t> index;
+    size_t aliases = 0;           // tensors added by alias(): views of another's memory
 
     // Append a tensor; returns its position. Names must be unique.
     size_t add(TensorSpec spec) {
@@ -62,6 +63,19 @@ struct TensorTable {
         offsets.push_back(total);
         total += (size_t)spec.numel();
         index[spec.name] = pos;
+        specs.push_back(std::move(spec));
+        return pos;
+    }
+    // Append a tensor that shares the memory of an earlier one (`same_as`, at least as large): a view, not a copy.
+    // For buffers whose tensors are never alive together (models/block.h: share_block_gradients).
+    size_t alias(TensorSpec spec, const std::string& same_as) {
+        if (index.count(spec.name)) fail("tensor '" + spec.name + "' listed twice");
+        const size_t target = find(same_as);
+        ICL_ASSERT_MSG(spec.numel() <= specs[target].numel(), spec.name + " does not fit in " + same_as);
+        size_t pos = specs.size();
+        offsets.push_back(offsets[target]);
+        index[spec.name] = pos;
+        aliases++;
         specs.push_back(std::move(spec));
         return pos;
     }

@@ -55,11 +55,54 @@
 
 namespace icl {
 
+constexpr int ATT_BLOCK = 64;  // rows per causal block of the T×T products
+
 namespace attention_detail {
 using par::use_threads;
-}  // namespace attention_detail
 
-constexpr int ATT_BLOCK = 64;  // rows per causal block of the T×T products
+// Row i's key range [lo, i]: lo = 0, or with a key start ks the row attends from ks (a row before ks: itself).
+inline int first_key(const int* kstart, int b, int i) { return !kstart ? 0 : i < kstart[b] ? i : kstart[b]; }
+
+// The forward of one (b,h) pair, one block of query rows [i0,i1) at a time — shared by both forms, so their out
+// is the same to the bit. Block i0's probabilities go to P + i0·p_step (leading dimension ldp): the saved
+// (T,T) att (p_step = T, ldp = T, rows zeroed to T) or one reused ATT_BLOCK × T panel (p_step = 0, rows zeroed
+// to i1, all the next product reads). lse, if not null, gets each row's log-sum-exp.
+template <typename real>
+void forward_pair(real* o,        // (T,hs), row stride C
+                  real* P,        // see above
+                  size_t p_step, int ldp,
+                  real* lse,      // (T) or null
+                  const real* q,  // (T,hs), row stride 3C; k = q + C, v = q + 2C
+                  int T, int C, int hs, real scale, const int* kstart, int b) {
+    const int C3 = 3 * C;
+    const real* k = q + C;
+    const real* v = q + 2 * C;
+    for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
+        const int i1 = std::min(T, i0 + ATT_BLOCK), ib = i1 - i0;
+        real* a = P + (size_t)i0 * p_step;  // (ib, ldp) block i0's rows
+        const int zero_to = p_step ? T : i1;
+        // preatt[i0:i1, 0:i1] = scale · q[i0:i1] @ k[0:i1]ᵀ
+        gemm<real>(false, true, ib, i1, hs, scale, q + (size_t)i0 * C3, C3, k, C3, real(0), a, ldp);
+        // causal, numerically stable softmax of each row over lo <= j <= i (lo = 0 without a key start)
+        for (int i = i0; i < i1; i++) {
+            real* row = a + (size_t)(i - i0) * ldp;
+            const int lo = first_key(kstart, b, i);
+            real maxv = row[lo];
+#pragma omp simd reduction(max : maxv)
+            for (int j = lo; j <= i; j++) maxv = std::max(maxv, row[j]);
+            const real sum = vmath::exp_shifted_sum(row + lo, i + 1 - lo, maxv);  // row[j] = exp(row[j] − maxv)
+            const real inv = real(1) / sum;
+#pragma omp simd
+            for (int j = lo; j <= i; j++) row[j] *= inv;
+            std::fill(row, row + lo, real(0));
+            std::fill(row + i + 1, row + zero_to, real(0));
+            if (lse) lse[i] = maxv + std::log(sum);
+        }
+        // out[i0:i1] = att[i0:i1, 0:i1] @ v[0:i1]      (att is 0 beyond the diagonal)
+        gemm<real>(false, false, ib, hs, i1, real(1), a, ldp, v, C3, real(0), o + (size_t)i0 * C, C);
+    }
+}
+}  // namespace attention_detail
 
 inline int attention_max_threads() {
 #ifdef _OPENMP
@@ -91,32 +134,8 @@ void attention_forward(real* out,        // (B,T,C)
 #pragma omp parallel for schedule(static) if (attention_detail::use_threads((double)B * NH * T * T * hs))
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
-        const real* q = qkv + (size_t)b * T * C3 + h * hs;  // (T,hs), row stride 3C
-        const real* k = q + C;                              // (T,hs), row stride 3C
-        const real* v = q + 2 * C;                          // (T,hs), row stride 3C
-        real* a = att + (size_t)bh * T * T;                 // (T,T)
-        real* o = out + (size_t)b * T * C + h * hs;         // (T,hs), row stride C
-        for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
-            const int i1 = std::min(T, i0 + ATT_BLOCK), ib = i1 - i0;
-            // preatt[i0:i1, 0:i1] = scale · q[i0:i1] @ k[0:i1]ᵀ
-            gemm<real>(false, true, ib, i1, hs, scale, q + (size_t)i0 * C3, C3, k, C3, real(0), a + (size_t)i0 * T, T);
-            // causal, numerically stable softmax of each row over lo <= j <= i (lo = 0 without a key start)
-            for (int i = i0; i < i1; i++) {
-                real* row = a + (size_t)i * T;  // (T)
-                const int lo = !kstart ? 0 : i < kstart[b] ? i : kstart[b];
-                real maxv = row[lo];
-#pragma omp simd reduction(max : maxv)
-                for (int j = lo; j <= i; j++) maxv = std::max(maxv, row[j]);
-                const real sum = vmath::exp_shifted_sum(row + lo, i + 1 - lo, maxv);  // row[j] = exp(row[j] - maxv)
-                const real inv = real(1) / sum;
-#pragma omp simd
-                for (int j = lo; j <= i; j++) row[j] *= inv;
-                std::fill(row, row + lo, real(0));
-                std::fill(row + i + 1, row + T, real(0));
-            }
-            // out[i0:i1] = att[i0:i1, 0:i1] @ v[0:i1]      (att is 0 beyond the diagonal)
-            gemm<real>(false, false, ib, hs, i1, real(1), a + (size_t)i0 * T, T, v, C3, real(0), o + (size_t)i0 * C, C);
-        }
+        attention_detail::forward_pair(out + (size_t)b * T * C + h * hs, att + (size_t)bh * T * T, (size_t)T, T, (real*)nullptr,
+                                       qkv + (size_t)b * T * C3 + h * hs, T, C, hs, scale, kstart, b);
     }
 }
 
@@ -205,11 +224,6 @@ inline size_t attention_lse_scratch_size(int B, int T, int NH, int nthreads = at
     return (size_t)slices * (2 * (size_t)ATT_BLOCK * T + T);
 }
 
-namespace attention_detail {
-// Row i's key range [lo, i]: lo = 0, or with a key start ks the row attends from ks (a row before ks: itself).
-inline int first_key(const int* kstart, int b, int i) { return !kstart ? 0 : i < kstart[b] ? i : kstart[b]; }
-}  // namespace attention_detail
-
 template <typename real>
 void attention_forward_lse(real* out,        // (B,T,C)
                            real* lse,        // (B,NH,T)    saved for backward: log Σ_j exp(preatt[i,j]) per row
@@ -224,39 +238,15 @@ void attention_forward_lse(real* out,        // (B,T,C)
 #pragma omp parallel num_threads(nthreads) if (attention_detail::use_threads((double)B * NH * T * T * hs))
     {
 #ifdef _OPENMP
-        real* a = scratch + (size_t)omp_get_thread_num() * 2 * ATT_BLOCK * T;  // (ATT_BLOCK,T) this thread's P panel
+        real* a = scratch + (size_t)omp_get_thread_num() * (2 * (size_t)ATT_BLOCK * T + T);  // (ATT_BLOCK,T) this thread's P panel
 #else
         real* a = scratch;
 #endif
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * NH; bh++) {
             const int b = bh / NH, h = bh % NH;
-            const real* q = qkv + (size_t)b * T * C3 + h * hs;  // (T,hs), row stride 3C
-            const real* k = q + C;
-            const real* v = q + 2 * C;
-            real* o = out + (size_t)b * T * C + h * hs;         // (T,hs), row stride C
-            real* l = lse + (size_t)bh * T;                     // (T)
-            for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
-                const int i1 = std::min(T, i0 + ATT_BLOCK), ib = i1 - i0;
-                // P[0:ib, 0:i1] = scale · q[i0:i1] @ k[0:i1]ᵀ
-                gemm<real>(false, true, ib, i1, hs, scale, q + (size_t)i0 * C3, C3, k, C3, real(0), a, T);
-                for (int i = i0; i < i1; i++) {  // the causal softmax of row i over lo <= j <= i; lse[i] saved
-                    real* row = a + (size_t)(i - i0) * T;  // (i1)
-                    const int lo = attention_detail::first_key(kstart, b, i);
-                    real maxv = row[lo];
-#pragma omp simd reduction(max : maxv)
-                    for (int j = lo; j <= i; j++) maxv = std::max(maxv, row[j]);
-                    const real sum = vmath::exp_shifted_sum(row + lo, i + 1 - lo, maxv);  // row[j] = exp(row[j] − maxv)
-                    const real inv = real(1) / sum;
-#pragma omp simd
-                    for (int j = lo; j <= i; j++) row[j] *= inv;
-                    std::fill(row, row + lo, real(0));
-                    std::fill(row + i + 1, row + i1, real(0));
-                    l[i] = maxv + std::log(sum);
-                }
-                // out[i0:i1] = P @ v[0:i1]
-                gemm<real>(false, false, ib, hs, i1, real(1), a, T, v, C3, real(0), o + (size_t)i0 * C, C);
-            }
+            attention_detail::forward_pair(out + (size_t)b * T * C + h * hs, a, 0, T, lse + (size_t)bh * T,
+                                           qkv + (size_t)b * T * C3 + h * hs, T, C, hs, scale, kstart, b);
         }
     }
 }

@@ -275,9 +275,38 @@ void blocks_backward(ModelState<real>& s, int L, const std::string& x0, const Bl
     for (int l = L - 1; l >= 0; l--) {
         const std::string h = "h." + std::to_string(l) + ".";
         const std::string in = l == 0 ? x0 : "h." + std::to_string(l - 1) + ".res3";
+        if (b.shared_grads && l < L - 1) {  // block l's views still hold block l+1's gradients (share_block_gradients)
+            for (size_t i = 0; i < s.gtable.size(); i++) {
+                const std::string& n = s.gtable.specs[i].name;
+                if (n.compare(0, h.size(), h) == 0 && n != h + "res3")
+                    device_zero(s.dev, s.dacts.ptr + s.gtable.offsets[i], (size_t)s.gtable.specs[i].numel() * sizeof(real));
+            }
+            if (l > 0) device_zero(s.dev, s.dact(in), (size_t)s.gtable.spec(in).numel() * sizeof(real));  // held d(h.(l+1).res3)
+        }
         // x = x + attn(LN1(x)) ;  x = x + mlp(LN2(x))
         block_backward(s, h, h, s.act(in), s.dact(in), b);
     }
+}
+
+TensorTable share_block_gradients(const TensorTable& grads, int L) {
+    ICL_ASSERT(L >= 2);
+    TensorTable out;
+    for (const TensorSpec& t : grads.specs) {
+        int l = -1;
+        size_t rest = 0;  // where the name after "h.<l>." starts
+        if (t.name.compare(0, 2, "h.") == 0) {
+            const size_t dot = t.name.find('.', 2);
+            if (dot != std::string::npos && dot > 2 && t.name.find_first_not_of("0123456789", 2) == dot) {
+                l = std::stoi(t.name.substr(2, dot - 2));
+                rest = dot + 1;
+            }
+        }
+        const std::string own = l < 0 ? "" : t.name.substr(rest);
+        if (l < 0 || l == 0 || (l == 1 && own == "res3")) out.add(t);   // outside the blocks; block 0; the second res3
+        else if (own == "res3") out.alias(t, "h." + std::to_string(l % 2) + ".res3");
+        else out.alias(t, "h.0." + own);
+    }
+    return out;
 }
 
 template float* blocks_forward(ModelState<float>&, int, float*, const BlockRun<float>&);
@@ -317,7 +346,7 @@ std::vector<typename ModelState<real>::RealArray> attention_probability_dumps(Mo
         const std::string h = n.substr(0, n.size() - 3);  // "h.0.", "aux.h.1.y." …
         const Shape sh = t.shape;
         out.push_back({h + "att", "attention probabilities (B,NH,T,T), recomputed from " + h + "qkv and " + h + "lse for the dump",
-                       {sh[0], sh[1], sh[2], sh[2]}, attention_probabilities_of(s, h, kstart_of ? kstart_of(h) : nullptr)});
+                       {sh[0], sh[1], sh[2], sh[2]}, [&s, h, kstart_of] { return attention_probabilities_of(s, h, kstart_of ? kstart_of(h) : nullptr); }});
     }
     return out;
 }

@@ -97,6 +97,8 @@ struct BlockRun {
     const real* ux2 = nullptr;
     real* dux1 = nullptr;
     real* dux2 = nullptr;
+    // blocks_backward: the activation gradients are laid out by share_block_gradients (zeroed block by block)
+    bool shared_grads = false;
 };
 
 // Forward of one block from x (B,T,C); returns <h>res3.
@@ -115,5 +117,14 @@ template <typename real>
 real* blocks_forward(ModelState<real>& s, int L, real* x, const BlockRun<real>& b);
 template <typename real>
 void blocks_backward(ModelState<real>& s, int L, const std::string& x0, const BlockRun<real>& b);
+
+// The activation-gradient table of a stack of L >= 2 blocks laid out in one block's memory instead of L. Backward
+// needs one block's gradients at a time: block l's own (h.l.ln1 … h.l.fcproj) are dead once its backward is done,
+// and its output's d(h.l.res3) once it has produced d(h.(l−1).res3). So every block's own gradients are views of
+// block 0's, and d(h.l.res3) one of two buffers by the parity of l (a block reads one and writes the other).
+// blocks_backward with b.shared_grads zeroes block l's views before running it (gradients accumulate). After the
+// backward, only block 0's own gradients, d(h.0.res3), d(h.1.res3) and the tensors outside the blocks hold that
+// step's values — so a dump or a device comparison asks for the full table (GPT::keep_all_activation_gradients).
+TensorTable share_block_gradients(const TensorTable& grads, int L);
 
 }  // namespace icl

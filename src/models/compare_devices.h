@@ -62,6 +62,8 @@ std::vector<double> host_table(ModelState<real>& s, const Buffer<real>& buf, con
 // One forward + backward on each model (parameters already shared), then the rows described above.
 template <typename RefModel, typename CmpModel>
 std::vector<TensorDiff> compare_forward_backward(RefModel& ref, CmpModel& cmp, const Batch& batch, double atol, double rtol) {
+    keep_all_activation_gradients(ref, true, 0);  // every block's activation gradients, not views of one block's
+    keep_all_activation_gradients(cmp, true, 0);
     const double loss_ref = ref.forward(batch);
     ref.backward();
     const double loss_cmp = cmp.forward(batch);

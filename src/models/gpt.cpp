@@ -135,6 +135,7 @@ BlockRun<real> GPT<real>::block_run() {
     b.T = T;
     b.scratch = scratch_.ptr;
     b.mod_seed = seed_ * 0x9E3779B97F4A7C15ull + forwards_;  // the random neighbours of this forward (and its backward)
+    b.shared_grads = shared_dacts_;
     return b;
 }
 
@@ -144,15 +145,18 @@ template <typename real>
 void GPT<real>::layout(int B_, int T_) {
     // the attention scratch is per thread: it follows the thread count in force at each call (--threads, tests)
     ensure_size(scratch_, s.dev, block_scratch_size(block_shape(cfg), B_, T_, omp_get_max_threads(), s.dev));
-    if (B_ == B && T_ == T) return;
+    const bool share = cfg.L >= 2 && !keep_all_dacts_;
+    if (B_ == B && T_ == T && share == shared_dacts_) return;
     B = B_;
     T = T_;
+    shared_dacts_ = share;
     const int64_t C = cfg.C, Bl = B, Tl = T;
     ActTable t;
     t.add("encoded", {Bl, Tl, C}, "token + position embedding", true);
     for (int l = 0; l < cfg.L; l++) block_activations(t, "h." + std::to_string(l) + ".", Bl, Tl, block_shape(cfg));
     lm_head_activations(t, "", Bl, Tl, head_.spec);
-    s.set_activations(std::move(t.acts), std::move(t.grads));
+    // the blocks' activation gradients in one block's memory instead of L (models/block.h: share_block_gradients)
+    s.set_activations(std::move(t.acts), share ? share_block_gradients(t.grads, cfg.L) : std::move(t.grads));
 }
 
 template <typename real>

@@ -71,13 +71,19 @@ struct GPT {
     // Data-parallel training (models/trainer.h, engine/comm.h): a micro-batch another rank runs moves this model's
     // random state as its forward would (the random-neighbour draw count), so every rank stays in step.
     void skip_forward(const Batch&) { forwards_++; }
-    // Backward pass of the last forward. Zeroes grads first, then fills every parameter and activation gradient.
+    // Backward pass of the last forward. Zeroes grads first, then fills every parameter and activation gradient
+    // (the activation gradients of blocks 1..L−1 only with keep_all_activation_gradients(true), below).
     void backward();
     // Inference-only logits (B,T,V) or predictions (B,T,d_out) of the last forward, on the host.
     std::vector<real> outputs();
     // Sample `n` tokens after `prompt` (token models only); temperature 0 = argmax. v_limit > 0: only ids below it
     // (a tokenizer smaller than the model's padded vocabulary).
     std::vector<int> sample(const std::vector<int>& prompt, int n, double temperature, Rng& rng, int v_limit = 0);
+
+    // Activation gradients: by default (L >= 2) laid out in one block's memory (share_block_gradients, models/block.h):
+    // after backward only block 0's and the tensors outside the blocks hold that step's values. on = every block's
+    // own, as --dump-npy and the device comparison need; takes effect at the next forward.
+    void keep_all_activation_gradients(bool on) { keep_all_dacts_ = on; }
 
     BatchSpec batch_spec() const;   // what forward accepts (data/batch.h)
     // What moves between steps besides the parameters (resumable checkpoints): the random-neighbour draw count.
@@ -90,6 +96,7 @@ private:
     LMHead<real> head_;             // LN_f, tied or vector head, masked-mean loss
     Buffer<real> scratch_;
     uint64_t seed_ = 0, forwards_ = 0;  // attention mods, random neighbours: a fresh draw per forward
+    bool keep_all_dacts_ = false, shared_dacts_ = false;  // asked for; how the current table is laid out
 };
 
 }  // namespace icl

@@ -190,6 +190,9 @@ void ModelState<real>::load_resumable(const std::string& path) {
 template <typename real>
 void ModelState<real>::dump_npy(const std::string& dir, int step, const Batch* batch, const std::vector<IntArray>& extra_ints,
                                 const std::vector<RealArray>& extra_reals) {
+    // a view shares its memory with another tensor: written under its own name it would be that tensor's values
+    if (atable.aliases || gtable.aliases)
+        fail("dump: this model's activation gradients share memory between blocks (keep_all_activation_gradients(true) before the forward)");
     make_dirs(dir);
     nlohmann::json index = nlohmann::json::array();
     auto dump_table = [&](const TensorTable& table, const Buffer<real>& buf, const std::string& prefix, const char* what) {
@@ -206,7 +209,9 @@ void ModelState<real>::dump_npy(const std::string& dir, int step, const Batch* b
     dump_table(ptable, params, "", "parameter");
     dump_table(atable, acts, "", "activation");
     for (const RealArray& a : extra_reals) {  // derived activations (recomputed for the dump)
-        npy_save(dir + "/" + a.name + ".npy", a.values.data(), a.shape);
+        const std::vector<real> values = a.compute();
+        ICL_ASSERT((int64_t)values.size() == numel(a.shape));
+        npy_save(dir + "/" + a.name + ".npy", values.data(), a.shape);
         index.push_back({{"name", a.name}, {"file", a.name + ".npy"}, {"kind", "activation"}, {"shape", a.shape},
                          {"dtype", sizeof(real) == 4 ? "<f4" : "<f8"}, {"doc", a.doc}});
     }

@@ -5,6 +5,7 @@
 // A model (src/models/gpt.h, cgt/cgt.h, iclca/kernel_lm.h, duallens/dual_model.h) fills `ptable` and `atable` once from its
 // registry function, then calls alloc_params() / alloc_acts(). Nothing here knows which model it is.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -87,13 +88,22 @@ struct ModelState {
         Shape shape;
         std::vector<int> values;
     };
-    struct RealArray {  // a derived tensor a dump adds (the attention probabilities rebuilt from lse)
-        std::string name, doc;
-        Shape shape;
-        std::vector<real> values;
+    struct RealArray {  // a derived tensor a dump adds (the attention probabilities rebuilt from lse), computed
+        std::string name, doc;  // only when it is written, one at a time (at long T each is the (B,NH,T,T) memory
+        Shape shape;            // the O(T) attention saves)
+        std::function<std::vector<real>()> compute;
     };
     void dump_npy(const std::string& dir, int step, const Batch* batch = nullptr, const std::vector<IntArray>& extra_ints = {},
                   const std::vector<RealArray>& extra_reals = {});
 };
+
+// A model whose blocks' activation gradients share memory (GPT, models/block.h: share_block_gradients) keeps every
+// one of them when asked — for a dump or a device comparison; other models always do. Takes effect at the next forward.
+template <typename Model>
+auto keep_all_activation_gradients(Model& m, bool on, int) -> decltype(m.keep_all_activation_gradients(on)) {
+    m.keep_all_activation_gradients(on);
+}
+template <typename Model>
+void keep_all_activation_gradients(Model&, bool, long) {}
 
 }  // namespace icl

@@ -213,6 +213,8 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
     int timed = 0;
     for (int step = start; step < o.steps; step++) {
         tell_step(m, step, 0);
+        const bool dump_now = step == o.dump_step && !o.dump_dir.empty();
+        keep_all_activation_gradients(m, dump_now, 0);  // the dump writes every block's activation gradients
         std::vector<Batch> micro;  // the step's batch, or its R·K micro-batches (every rank draws them all)
         for (int i = 0; i < R * K; i++) micro.push_back(next_batch(step));
         const Batch& batch = micro[0];
@@ -239,7 +241,7 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
             progress.finish();
             fail(strfmt("step %d: the loss is %s; stopping (last good checkpoint: %s)", step + 1, std::isnan(loss) ? "NaN" : "Inf", last_ckpt.c_str()));
         }
-        if (step == o.dump_step && !o.dump_dir.empty()) {  // not part of the step's time
+        if (dump_now) {  // not part of the step's time
             const double td = now_seconds();
             m.s.dump_npy(o.dump_dir, step + 1, &batch, model_dump_extras(m, 0),
                          attention_probability_dumps(m.s, [&](const std::string& h) { return dump_kstart(m, h, 0); }));

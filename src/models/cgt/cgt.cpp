@@ -17,6 +17,18 @@
 
 namespace icl {
 
+namespace {
+// pass_kstart_ set for the length of one pass (the masked aux pass's key starts), and null again when it ends —
+// by return or by exception, so a failed pass cannot leave the next one masked
+struct KeyStartScope {
+    const int*& slot;
+    KeyStartScope(const int*& s, const int* v) : slot(s) { slot = v; }
+    ~KeyStartScope() { slot = nullptr; }
+    KeyStartScope(const KeyStartScope&) = delete;
+    KeyStartScope& operator=(const KeyStartScope&) = delete;
+};
+}  // namespace
+
 // ------------------------------------------------------------------------------------------------------
 // config
 
@@ -579,10 +591,12 @@ double CGT<real>::forward(const Batch& bt) {
         device_copy(dev, a_idx_.ptr, idx.data(), idx.size() * sizeof(int), Copy::host_to_device);
         const real* yu = s.act(cfg.vae ? "y_used" : "yl");
         if (cfg.L > cfg.ell) op::gather_rows_forward(dev, s.act("aux.ytilde"), yu, a_idx_.ptr, B * Ta, cfg.dy);
-        pass_kstart_ = loss.aux_masked ? a_kstart_.ptr : nullptr;
-        real* ax = x_pass_forward("aux.", B, Ta, ain_.tokens.ptr, ain_.vectors.ptr, ain_.pos_ptr(),
-                                  cfg.L > cfg.ell ? s.act("aux.ytilde") : nullptr, false);
-        pass_kstart_ = nullptr;
+        real* ax = nullptr;
+        {
+            KeyStartScope ks(pass_kstart_, loss.aux_masked ? a_kstart_.ptr : nullptr);
+            ax = x_pass_forward("aux.", B, Ta, ain_.tokens.ptr, ain_.vectors.ptr, ain_.pos_ptr(), cfg.L > cfg.ell ? s.act("aux.ytilde") : nullptr,
+                                false);
+        }
         // (1−η)·L_aux: padding rows past the end weigh 0; a batch of padding only is a loss of 0
         last_aux = ahead_.forward(s, ax, ain_, (1.0 - eta) * scale.aux, /*allow_unscored=*/true);
         for (float m : aux_batch_.mask) last_aux_targets += m > 0;
@@ -616,9 +630,11 @@ void CGT<real>::backward() {
         const int Na = B * Ta;
         ahead_.backward(s, "aux." + last, ain_);
         const bool gen = cfg.L > cfg.ell;
-        pass_kstart_ = loss.aux_masked ? a_kstart_.ptr : nullptr;  // the attention backward recomputes its probabilities
-        x_pass_backward("aux.", B, Ta, ain_.tokens.ptr, ain_.pos_ptr(), gen ? s.act("aux.ytilde") : nullptr, gen ? s.dact("aux.ytilde") : nullptr, false);
-        pass_kstart_ = nullptr;
+        {
+            KeyStartScope ks(pass_kstart_, loss.aux_masked ? a_kstart_.ptr : nullptr);  // the attention backward recomputes its probabilities
+            x_pass_backward("aux.", B, Ta, ain_.tokens.ptr, ain_.pos_ptr(), gen ? s.act("aux.ytilde") : nullptr, gen ? s.dact("aux.ytilde") : nullptr,
+                            false);
+        }
         if (gen) op::gather_rows_backward(dev, s.dact(cfg.vae ? "y_used" : "yl"), s.dact("aux.ytilde"), a_idx_.ptr, Na, cfg.dy);
     }
     head_.backward(s, last, in_);
