@@ -315,7 +315,7 @@ void qkv_adapter_forward(float* qkv, float* z, float* u, const float* inp, const
     gemm(false, true, N, C, dh, (float)c, u, dh, Bw, dh, 1.0f, qkv + (size_t)slot * C, 3 * C);
 }
 
-// Backward of qkv_adapter_forward. ACCUMULATES into dinp, dA, dB; dz as on the CPU (zero on entry, dL/dz on return).
+// Backward of qkv_adapter_forward. ACCUMULATES into dinp (or null), dA, dB; dz as on the CPU (zero on entry, dL/dz on return).
 void qkv_adapter_backward(float* dinp, float* dA, float* dB, float* dz, const float* dqkv, const float* inp, const float* z, const float* u,
                           const float* A, const float* Bw, double c, int slot, int N, int Cin, int C, int dh) {
     ICL_ASSERT(slot == 1 || slot == 2);
@@ -328,7 +328,7 @@ void qkv_adapter_backward(float* dinp, float* dA, float* dB, float* dz, const fl
     launchCheck("adapter_mask_kernel");
     // z = inp·Aᵀ   =>   dA += dzᵀ inp,   dinp += dz A
     gemm(true, false, dh, Cin, N, 1.0f, dz, dh, inp, Cin, 1.0f, dA, Cin);
-    gemm(false, false, N, Cin, dh, 1.0f, dz, dh, A, Cin, 1.0f, dinp, Cin);
+    if (dinp) gemm(false, false, N, Cin, dh, 1.0f, dz, dh, A, Cin, 1.0f, dinp, Cin);
 }
 
 }  // namespace icl::cuda

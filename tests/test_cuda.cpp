@@ -471,6 +471,16 @@ TEST_CASE("cuda kernels: augmented attention's qkv adapters (keys and values), f
         check_close("qkv_adapter_backward dA", dA, down(gdA, dA.size()));
         check_close("qkv_adapter_backward dB", dB, down(gdB, dB.size()));
         check_close("qkv_adapter_backward dz", dz, down(gdz, dz.size()));
+        // dinp null (M1: the input is data): the same dA, dB, dz
+        Vec dA2 = rnd(A.size(), r), dB2 = rnd(Bw.size(), r), dz2(z.size(), 0.0);
+        auto gdA2 = up(dA2), gdB2 = up(dB2), gdz2 = up(dz2);
+        icl::qkv_adapter_backward((double*)nullptr, dA2.data(), dB2.data(), dz2.data(), dqkv.data(), inp.data(), z32.data(), u32.data(),
+                                  A.data(), Bw.data(), c, slot, N, Cin, C, dh);
+        op::qkv_adapter_backward<float>(GPU, (float*)nullptr, gdA2.ptr, gdB2.ptr, gdz2.ptr, gdqkv.ptr, ginp.ptr, sz.ptr, su.ptr, gA.ptr, gB.ptr, c,
+                                        slot, N, Cin, C, dh);
+        check_close("qkv_adapter_backward dA (dinp null)", dA2, down(gdA2, dA2.size()));
+        check_close("qkv_adapter_backward dB (dinp null)", dB2, down(gdB2, dB2.size()));
+        check_close("qkv_adapter_backward dz (dinp null)", dz2, down(gdz2, dz2.size()));
     }
 }
 

@@ -394,6 +394,27 @@ TEST_CASE("M1 (one head on raw tokens): whole-model fp64 gradient check, plain a
     }
 }
 
+TEST_CASE("M1: a training step allocates nothing once the first one has laid out the buffers, every modification") {
+    std::vector<AttnMods> vs = model_variants();
+    vs.insert(vs.begin(), AttnMods());
+    for (const AttnMods& m : vs) {
+        INFO(attn_mods_describe(m));
+        HeadConfig hc;
+        hc.D = 4;
+        hc.sim_cols = 3;
+        hc.mod = m;
+        OneHead<float> h(hc, Device::cpu, 3);
+        randomize_params(h, 5, 0.6);
+        const Batch bt = tiny_prompts(3, 11, 0.1);
+        h.forward(bt);
+        h.backward();
+        const uint64_t before = device_alloc_count();
+        h.forward(bt);
+        h.backward();
+        CHECK(device_alloc_count() == before);
+    }
+}
+
 TEST_CASE("GPT with --attn-mod through the shared block: whole-model fp64 gradient check of every modification") {
     for (const AttnMods& m : model_variants()) {
         INFO(attn_mods_describe(m));

@@ -170,6 +170,41 @@ TEST_CASE("checkpoint: save, load into a fresh model, identical outputs; a misma
     std::system(("rm -rf " + dir).c_str());
 }
 
+TEST_CASE("sampling allocates its buffers once, not per token; the same tokens as a fresh model's") {
+    GPTConfig c = tiny_cfg(16);
+    const std::vector<int> prompt = {3, 5, 7};
+    GPT<float> a(c, Device::cpu, 2), b(c, Device::cpu, 2);
+    randomize(a, 9, 0.5);
+    randomize(b, 9, 0.5);
+    // one forward at the longest window the sample will see (prompt + 9 tokens, within maxT = 16)
+    uint64_t n0 = device_alloc_count();
+    Batch widest;
+    widest.B = 1;
+    widest.T = 12;
+    widest.tokens.assign(12, 1);
+    b.forward(widest);
+    const uint64_t one_forward = device_alloc_count() - n0;
+    n0 = device_alloc_count();
+    Rng r1(4);
+    const std::vector<int> got = a.sample(prompt, 10, 0.8, r1);
+    CHECK(device_alloc_count() - n0 == one_forward);
+    CHECK(got.size() == 10);
+    // the same draw from a model that was already laid out: the reservation changes no token
+    Rng r2(4);
+    CHECK(b.sample(prompt, 10, 0.8, r2) == got);
+    // and past maxT (a sliding window of 16): still only the first forward's allocations
+    GPT<float> d(c, Device::cpu, 2), e(c, Device::cpu, 2);
+    n0 = device_alloc_count();
+    Rng r3(4);
+    CHECK(d.sample(prompt, 30, 0.8, r3).size() == 30);
+    const uint64_t sampled = device_alloc_count() - n0;
+    n0 = device_alloc_count();
+    widest.T = 16;
+    widest.tokens.assign(16, 1);
+    e.forward(widest);
+    CHECK(sampled == device_alloc_count() - n0);
+}
+
 TEST_CASE("activation gradients in one block's memory: the same parameter gradients to the bit, L-1 blocks' memory less") {
     for (int L : {2, 3, 4}) {
         CAPTURE(L);

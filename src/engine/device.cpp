@@ -1,6 +1,7 @@
 // device.cpp — CPU side of device.h; the CUDA side lives in cuda/cuda_device.cu (built by `make cuda`).
 #include "engine/device.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -72,7 +73,11 @@ void check_host_memory(double bytes, const std::string& what) {
                     what.c_str(), bytes / 1073741824.0, avail / 1073741824.0));
 }
 
+static std::atomic<uint64_t> g_alloc_count{0};
+uint64_t device_alloc_count() { return g_alloc_count.load(); }
+
 void* device_alloc(Device d, size_t bytes) {
+    g_alloc_count++;
     if (bytes == 0) bytes = 64;
     if (d == Device::cpu) {
         check_host_memory((double)bytes, "one buffer would");

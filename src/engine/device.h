@@ -29,6 +29,8 @@ void set_tf32(bool on);
 bool tf32_enabled();
 
 void* device_alloc(Device d, size_t bytes);  // zero-filled, 64-byte aligned on the CPU
+// How many device_alloc calls this process has made (both devices): tests check that a steady loop allocates nothing.
+uint64_t device_alloc_count();
 // Refuse (icl::Error, one line with both sizes) `bytes` more of host memory when the machine has less available
 // (MemAvailable): an oversized configuration fails up front instead of in the OOM killer. `what` names it.
 void check_host_memory(double bytes, const std::string& what);

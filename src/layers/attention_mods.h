@@ -295,11 +295,11 @@ void qkv_adapter_forward(real* qkv,         // (N,3C)   the slot's third updated
     gemm<real>(false, true, N, C, dh, (real)c, u, dh, Bw, dh, real(1), qkv + (size_t)slot * C, 3 * C);
 }
 
-// Backward of qkv_adapter_forward. ACCUMULATES into dinp, dA, dB. dz: the gradient of the pre-activation z; z is
+// Backward of qkv_adapter_forward. ACCUMULATES into dinp (null: not wanted, e.g. the input is data), dA, dB. dz: the gradient of the pre-activation z; z is
 // read by nothing else, so pass it ZEROED (the model's zeroed activation gradient): it is accumulated
 // (dz += (c·dK B) ⊙ 1[z > 0]) and then read back for dA and dinp.
 template <typename real>
-void qkv_adapter_backward(real* dinp,        // (N,Cin)
+void qkv_adapter_backward(real* dinp,        // (N,Cin) or null
                           real* dA,          // (dh,Cin)
                           real* dB,          // (C,dh)
                           real* dz,          // (N,dh)  zero on entry; dL/dz on return
@@ -321,7 +321,7 @@ void qkv_adapter_backward(real* dinp,        // (N,Cin)
         if (!(z[i] > real(0))) dz[i] = real(0);
     // z = inp·Aᵀ   =>   dA += dzᵀ inp,   dinp += dz A
     gemm<real>(true, false, dh, Cin, N, real(1), dz, dh, inp, Cin, real(1), dA, Cin);
-    gemm<real>(false, false, N, Cin, dh, real(1), dz, dh, A, Cin, real(1), dinp, Cin);
+    if (dinp) gemm<real>(false, false, N, Cin, dh, real(1), dz, dh, A, Cin, real(1), dinp, Cin);
 }
 
 }  // namespace icl

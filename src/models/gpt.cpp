@@ -204,6 +204,17 @@ std::vector<int> GPT<real>::sample(const std::vector<int>& prompt, int n, double
     const int V = v_limit > 0 ? std::min(v_limit, cfg.V) : cfg.V;
     std::vector<int> seq = prompt;
     if (seq.empty()) seq.push_back(0);
+    // Every buffer is grow-only: one forward at the longest window first lays out and allocates them all, so the
+    // token loop below (a window one longer each time until maxT) allocates nothing on either device.
+    if (n > 0) {
+        Batch widest;
+        widest.B = 1;
+        widest.T = std::min(cfg.maxT, (int)seq.size() + n - 1);
+        widest.tokens.assign((size_t)widest.T, 0);
+        const uint64_t draws = forwards_;  // not a forward of the sample: the random-neighbour count stays
+        forward(widest);
+        forwards_ = draws;
+    }
     for (int i = 0; i < n; i++) {
         Batch bt;
         bt.B = 1;

@@ -314,10 +314,9 @@ void OneHead<real>::backward() {
                                seed_ * 0x9E3779B97F4A7C15ull + forwards_, B, T, D, 1, cfg.sim_cols);
     // qkv[v] += c·ReLU(X A_Vᵀ) B_Vᵀ ;  qkv[k] += c·ReLU(X A_Kᵀ) B_Kᵀ   (the input X is data: no dinp)
     if (m.adapters_active()) {
-        Buffer<real> dx(dev, (size_t)N * D);  // dL/dX, discarded
-        if (m.g1) op::qkv_adapter_backward(dev, dx.ptr, s.grad("attn.adv.A"), s.grad("attn.adv.B"), s.dact("adv.z"), s.dact("qkv"), in_.vectors.ptr, s.act("adv.z"),
+        if (m.g1) op::qkv_adapter_backward(dev, (real*)nullptr, s.grad("attn.adv.A"), s.grad("attn.adv.B"), s.dact("adv.z"), s.dact("qkv"), in_.vectors.ptr, s.act("adv.z"),
                                            s.act("adv.u"), s.param("attn.adv.A"), s.param("attn.adv.B"), m.c, 2, N, D, D, m.dh);
-        if (m.g2) op::qkv_adapter_backward(dev, dx.ptr, s.grad("attn.adk.A"), s.grad("attn.adk.B"), s.dact("adk.z"), s.dact("qkv"), in_.vectors.ptr, s.act("adk.z"),
+        if (m.g2) op::qkv_adapter_backward(dev, (real*)nullptr, s.grad("attn.adk.A"), s.grad("attn.adk.B"), s.dact("adk.z"), s.dact("qkv"), in_.vectors.ptr, s.act("adk.z"),
                                            s.act("adk.u"), s.param("attn.adk.A"), s.param("attn.adk.B"), m.c, 1, N, D, D, m.dh);
     }
     // qkv = X W_qkvᵀ
