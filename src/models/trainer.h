@@ -170,6 +170,33 @@ auto skip_forward(Model& m, const Batch& b, int) -> decltype(m.skip_forward(b)) 
 template <typename Model>
 void skip_forward(Model&, const Batch&, long) {}
 
+// One step's gradient from R ranks × K micro-batches. `micro` holds all R·K of them (every rank draws them all, so
+// the data and random streams stay in step) with their loss scales; this rank runs its own, mine … mine+K−1 (the
+// first backward zeroes the parameter gradients, the others add) and lets the model skip the others. Returns this
+// rank's part of the step's loss; the caller sums it and the gradient across the ranks.
+template <typename Model>  // a wrapper of several model kinds sets them itself (duallens_experiments.cpp's AnyModel)
+auto set_micro_batch(Model& m, const LossScale& sc, bool add, int) -> decltype(m.set_micro(sc, add)) { m.set_micro(sc, add); }
+template <typename Model>
+void set_micro_batch(Model& m, const LossScale& sc, bool add, long) {
+    m.scale = sc;                // this micro-batch's share of the step's loss (1 without accumulation)
+    m.s.accumulate_grads = add;  // its backward adds to the parameter gradients instead of setting them
+}
+template <typename Model>
+double run_micro_batches(Model& m, const std::vector<Batch>& micro, const std::vector<LossScale>& scales, int mine, int K) {
+    double loss = 0;
+    for (int i = 0; i < (int)micro.size(); i++) {
+        if (i < mine || i >= mine + K) {  // another rank's
+            skip_forward(m, micro[i], 0);
+            continue;
+        }
+        set_micro_batch(m, scales[i], i > mine, 0);
+        loss += m.forward(micro[i]);
+        m.backward();
+    }
+    set_micro_batch(m, LossScale{}, false, 0);
+    return loss;
+}
+
 // Tell the model the step about to run, if it wants it (the CGT's β warm-up).
 template <typename Model>
 auto tell_step(Model& m, int step, int) -> decltype(m.set_train_step(step)) { m.set_train_step(step); }
@@ -220,19 +247,7 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
         const Batch& batch = micro[0];
         double t0 = now_seconds(), t_dump = 0;
         const std::vector<LossScale> scales = micro.size() > 1 ? accumulation_scales(m, micro, 0) : std::vector<LossScale>(1);
-        double loss = 0;
-        for (int i = 0; i < (int)micro.size(); i++) {
-            if (i < mine || i >= mine + K) {  // another rank's
-                skip_forward(m, micro[i], 0);
-                continue;
-            }
-            m.scale = scales[i];                  // this micro-batch's share of the step's loss (1 without accumulation)
-            m.s.accumulate_grads = i > mine;      // the first backward zeroes the parameter grads, the others add
-            loss += m.forward(micro[i]);
-            m.backward();
-        }
-        m.scale = LossScale{};
-        m.s.accumulate_grads = false;
+        double loss = run_micro_batches(m, micro, scales, mine, K);
         if (R > 1) {  // the step's gradient and loss: the sums over the ranks (the same bits on every rank)
             comm_sum(m.s.grads.ptr, m.s.ptable.total);
             comm_sum(&loss, 1);

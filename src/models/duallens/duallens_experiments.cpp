@@ -214,15 +214,15 @@ struct AnyModel {
     std::unique_ptr<GPT<float>> m2;
     double forward(const Batch& b) { return m1 ? m1->forward(b) : m2->forward(b); }
     void backward() { if (m1) m1->backward(); else m2->backward(); }
-    // gradient accumulation (models/trainer.h): this micro-batch's share, and whether its backward adds
+    // gradient accumulation (models/trainer.h: run_micro_batches): this micro-batch's share, and whether its backward adds
     void set_micro(const LossScale& sc, bool accumulate) {
         if (m1) { m1->scale = sc; m1->s.accumulate_grads = accumulate; }
         else { m2->scale = sc; m2->s.accumulate_grads = accumulate; }
     }
     double update(const AdamWConfig& a, double lr) { return m1 ? m1->s.update(a, lr) : m2->s.update(a, lr); }
-    // several processes (engine/comm.h, as in models/trainer.h): another rank's micro-batch moves the random state only;
-    // the gradient and the loss are summed across the ranks; the start is rank 0's parameters
-    void skip(const Batch& b) { if (m1) m1->skip_forward(b); else m2->skip_forward(b); }
+    // several processes (engine/comm.h, as in models/trainer.h): another rank's micro-batch moves the random state only
+    // (skip_forward); the gradient and the loss are summed across the ranks; the start is rank 0's parameters
+    void skip_forward(const Batch& b) { if (m1) m1->skip_forward(b); else m2->skip_forward(b); }
     void sum_across_ranks(double& loss) {
         ModelState<float>& s = m1 ? m1->s : m2->s;
         comm_sum(s.grads.ptr, s.ptable.total);
@@ -408,17 +408,7 @@ int cmd_experiment(const Cli& cli) {
                         std::vector<Batch> micro;
                         for (int i = 0; i < R * accum; i++) micro.push_back(regression_prompts(task, B, train_rng));
                         const std::vector<LossScale> sc = micro.size() > 1 ? plain_accumulation_scales(micro) : std::vector<LossScale>(1);
-                        last = 0;
-                        for (int i = 0; i < (int)micro.size(); i++) {
-                            if (i < mine || i >= mine + accum) {
-                                m.skip(micro[i]);
-                                continue;
-                            }
-                            m.set_micro(sc[i], i > mine);
-                            last += m.forward(micro[i]);
-                            m.backward();
-                        }
-                        m.set_micro(LossScale{}, false);
+                        last = run_micro_batches(m, micro, sc, mine, accum);
                         if (R > 1) m.sum_across_ranks(last);
                         if (!std::isfinite(last)) fail(strfmt("%s %s seed %d: the loss is not finite at step %d", model.c_str(), c.name.c_str(), sd + 1, step));
                         m.update(adam, lr_schedule(step, lr, warmup, steps, 0.1));
