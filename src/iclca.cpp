@@ -67,7 +67,7 @@ void register_flags(Cli& cli) {
     cli.flag("--tokenizer", "", "e4 with --prompt: GPT-2 tokenizer folder (default: the --load-hf folder's vocab.json + merges.txt)");
     cli.flag("--p0", "0", "convert: position of the prompt's first token (the converted model starts its input there)");
     cli.flag("--trials", "20", "e1: random (prompt, input) pairs per size; e2: evaluation chains");
-    cli.flag("--sizes", "205k,2m,20m", "e1: model sizes among 205k,2m,20m,200m");
+    cli.flag("--sizes", "205k,2m,20m", "e1: model sizes among 205k,2m,20m,200m,2b (the paper's Table 1; 200m needs ~4 GB of memory, 2b ~32 GB)");
     cli.flag("--M", "8-128", "prompt tokens: e1 draws each pair's M from a range lo-hi (or takes one number); e4: one number (40 if not given)");
     cli.flag("--N", "8-128", "input tokens: as --M (e4: 20 if not given)");
     cli.flag("--seeds", "3", "e3: seeds per arm; e2: models trained from seeds seed.. (with --load: evaluation draws), mean ± 95% CI (default 1)");
@@ -80,6 +80,10 @@ void register_flags(Cli& cli) {
     cli.flag("--attn-std", "1.0", "e4, random-init GPT: target std of the attention logits q.k/sqrt(hs) (qkv weights ~ N(0, attn-std/C))");
     cli.preset("tiny", "seconds-long smoke runs", {{"--steps", "30"}, {"--trials", "3"}, {"--sizes", "205k"}, {"--seeds", "1"},
                                                    {"--Ms", "0,64,256"}, {"--Ts", "256,512"}, {"--seq", "64"}, {"--eval-every", "10"}});
+    cli.preset("paper-e1",
+               "e1 at every size of the paper's Table 1, 100 pairs each (a big-machine job: the 2b model needs ~32 GB of host memory; "
+               "fp64 at most 3 pairs above 10M parameters, none above 1B)",
+               {{"--sizes", "205k,2m,20m,200m,2b"}, {"--trials", "100"}});
     cli.epilog(
         "examples:\n"
         "  iclca train --save out/ind.safetensors     # induction-task kernel LM (10000 steps, ~8 min on one core)\n"

@@ -267,7 +267,8 @@ TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted, to the lo
                           Case{"iclca generate --load " + dir + "/conv.safetensors", "generate needs --prompt"},
                           Case{"iclca eval", "eval needs --load"},
                           Case{"iclca eval --load " + dir + "/conv.safetensors --layers 3", "--layers: the architecture comes from the checkpoint"},
-                          Case{"iclca e1 --prompt ab", "--prompt: iclca e1 does not use it"}}) {
+                          Case{"iclca e1 --prompt ab", "--prompt: iclca e1 does not use it"},
+                          Case{"iclca e1 --sizes 205k,3b", "unknown size '3b' (205k, 2m, 20m, 200m, 2b)"}}) {
         Result e = run(c.cmd);
         CAPTURE(c.cmd);
         CAPTURE(e.err);
