@@ -759,6 +759,36 @@ TEST_CASE("cuda kernels: kernel attention (RoPE, ICLCA biases) forward, backward
     check_close("kernel_attention_step z", z, down(gz, z.size()));
 }
 
+TEST_CASE("cuda kernels: kernel attention at head size 64 (> one warp of channels), forward and backward" * GPU_CASE) {
+    REQUIRE_GPU();
+    const int B = 2, T = 67, C = 128, NH = 2, hs = C / NH, m = hs;
+    Rng r(2020);
+    const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.0, 1.0), bkv = rnd((size_t)NH * m * hs, r, -0.2, 0.2), bd = rnd((size_t)NH * m, r, 0.5, 1.0),
+              dout = rnd((size_t)B * T * C, r);
+    auto gqkv = up(qkv), gbkv = up(bkv), gbd = up(bd), gdout = up(dout);
+    const size_t nf = (size_t)B * NH * T * m;
+    Vec out((size_t)B * T * C), pq(nf), pk(nf), rq(nf), rk(nf), den((size_t)B * NH * T);
+    Vec scratch(kernel_attention_scratch_size(B, T, C, NH));
+    icl::kernel_attention_forward(out.data(), pq.data(), pk.data(), rq.data(), rk.data(), den.data(), scratch.data(), qkv.data(), nullptr,
+                                  bkv.data(), bd.data(), B, T, C, NH, 1e-6);
+    auto gout = poisoned(out.size()), gpq = poisoned(nf), gpk = poisoned(nf), grq = poisoned(nf), grk = poisoned(nf), gden = poisoned(den.size());
+    op::kernel_attention_forward<float>(GPU, gout.ptr, gpq.ptr, gpk.ptr, grq.ptr, grk.ptr, gden.ptr, nullptr, gqkv.ptr, nullptr, gbkv.ptr, gbd.ptr,
+                                        B, T, C, NH, 1e-6);
+    check_close("kernel_attention_forward out (hs 64)", out, down(gout, out.size()));
+    check_close("kernel_attention_forward den (hs 64)", den, down(gden, den.size()));
+    const Vec out32 = f32(out), pq32 = f32(pq), pk32 = f32(pk), rq32 = f32(rq), rk32 = f32(rk), den32 = f32(den);
+    auto so = up(out32), spq = up(pq32), spk = up(pk32), srq = up(rq32), srk = up(rk32), sden = up(den32);
+    Vec dqkv = rnd(qkv.size(), r), dbkv = rnd(bkv.size(), r), dbd = rnd(bd.size(), r);
+    auto gdqkv = up(dqkv), gdbkv = up(dbkv), gdbd = up(dbd);
+    icl::kernel_attention_backward(dqkv.data(), dbkv.data(), dbd.data(), scratch.data(), dout.data(), out32.data(), pq32.data(), pk32.data(),
+                                   rq32.data(), rk32.data(), den32.data(), qkv.data(), nullptr, bkv.data(), bd.data(), B, T, C, NH);
+    op::kernel_attention_backward<float>(GPU, gdqkv.ptr, gdbkv.ptr, gdbd.ptr, nullptr, gdout.ptr, so.ptr, spq.ptr, spk.ptr, srq.ptr, srk.ptr,
+                                         sden.ptr, gqkv.ptr, nullptr, gbkv.ptr, gbd.ptr, B, T, C, NH);
+    check_close("kernel_attention_backward dqkv (hs 64)", dqkv, down(gdqkv, dqkv.size()), 1e-5, 2e-4);
+    check_close("kernel_attention_backward dbkv (hs 64)", dbkv, down(gdbkv, dbkv.size()), 1e-5, 2e-4);
+    check_close("kernel_attention_backward dbd (hs 64)", dbd, down(gdbd, dbd.size()), 1e-5, 2e-4);
+}
+
 // ================================ whole models (need a GPU) ================================
 
 TEST_CASE("cuda models: GPT forward + backward, CPU fp64 vs GPU fp32, every activation and gradient" * GPU_CASE) {
@@ -796,6 +826,37 @@ TEST_CASE("cuda models: GPT vector task (MSE head) and a training step on the GP
     std::vector<double> pr = ref.s.to_host(ref.s.params, 0, ref.s.ptable.total);
     std::vector<float> pg = gpu.s.to_host(gpu.s.params, 0, gpu.s.ptable.total);
     check_close("parameters after one AdamW step", pr, Vec(pg.begin(), pg.end()), 1e-6, 1e-4);
+}
+
+TEST_CASE("cuda models: GPT with --act relu over five AdamW steps (losses and gradient norms), and greedy sampling" * GPU_CASE) {
+    REQUIRE_GPU();
+    set_tf32(false);
+    GPTConfig cfg;
+    cfg.L = 2; cfg.C = 32; cfg.NH = 2; cfg.V = ARITH_VOCAB; cfg.maxT = 40; cfg.act = "relu";
+    GPT<double> ref(cfg, Device::cpu, 3);
+    GPT<float> gpu(cfg, GPU, 3);
+    randomize_params(ref, 4, param_std(cfg.C));
+    share_parameters(ref, gpu);
+    AdamWConfig adam;
+    adam.weight_decay = 0.1f;
+    for (int step = 0; step < 5; step++) {
+        CAPTURE(step);
+        const Batch bt = arith_window(3, 33, 100 + step);
+        const double lr_ = ref.forward(bt), lg = gpu.forward(bt);
+        CHECK(std::fabs(lg - lr_) <= 1e-4 * std::fabs(lr_));
+        ref.backward();
+        gpu.backward();
+        const double nr = ref.s.update(adam, 1e-3), ng = gpu.s.update(adam, 1e-3);
+        CHECK(std::fabs(ng - nr) <= 1e-3 * nr);  // fp32 rounding of five steps' gradients; AdamW rescales tiny ones
+    }
+    // greedy sampling (temperature 0) from the same fp32 parameters on both devices: the same tokens (random weights
+    // with std 0.5 keep the logits far apart, so fp32 rounding cannot flip an argmax)
+    GPT<float> c32(cfg, Device::cpu, 9), g32(cfg, GPU, 9);
+    randomize_params(c32, 10, 0.5);
+    share_parameters(c32, g32);
+    Rng r1(1), r2(1);
+    const std::vector<int> prompt = {1, 2, 3, 4};
+    CHECK(c32.sample(prompt, 20, 0.0, r1) == g32.sample(prompt, 20, 0.0, r2));
 }
 
 TEST_CASE("cuda models: CGT (aux pass, R_C, R_D, VAE + KL) and the kernel LM, CPU fp64 vs GPU fp32" * GPU_CASE) {
