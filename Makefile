@@ -40,6 +40,14 @@ MAKEFLAGS  += -j$(NPROC)
 DEB_PKGS    = g++ doctest-dev libstb-dev nlohmann-json3-dev libpcre2-dev python3-numpy
 DEP_HEADERS = /usr/include/doctest/doctest.h /usr/include/stb/stb_image_write.h /usr/include/nlohmann/json.hpp /usr/include/pcre2.h
 DEP_INSTALL = apt-get update && apt-get install -y $(DEB_PKGS)
+# DEPS_DIR=DIR: those headers (DIR/include) and PCRE2's library (DIR/lib) carried to a machine that cannot install
+# packages — the lent GPU machine (tools/gpu_deps.sh makes the folder, tools/gpu_acceptance.sh --deps passes it).
+DEPS_DIR   ?=
+ifneq ($(DEPS_DIR),)
+DEPS_ABS   := $(abspath $(DEPS_DIR))
+ALL_CXXFLAGS += -I$(DEPS_ABS)/include
+LDFLAGS    += -L$(DEPS_ABS)/lib -Wl,-rpath,$(DEPS_ABS)/lib
+endif
 
 LIB_SRCS   = $(wildcard src/engine/*.cpp src/layers/*.cpp src/models/*.cpp src/models/*/*.cpp src/data/*.cpp src/report/*.cpp)
 BIN_SRCS   = $(wildcard src/*.cpp)
@@ -103,7 +111,8 @@ all: deps $(BINS) $(TOOLS)
 # installs it, and the build stops.
 deps:
 	@missing=""; command -v $(CXX) >/dev/null 2>&1 || missing="$(CXX)"; \
-	for h in $(DEP_HEADERS); do [ -f $$h ] || missing="$$missing $${h#/usr/include/}"; done; \
+	for h in $(DEP_HEADERS); do [ -f $$h ] || { [ -n "$(DEPS_DIR)" ] && [ -f "$(DEPS_DIR)/include/$${h#/usr/include/}" ]; } \
+	  || missing="$$missing $${h#/usr/include/}"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing the Debian packages the build needs (missing:$$missing): $(DEB_PKGS)"; \

@@ -20,7 +20,7 @@
 //           activation shapes: GB/s moved (a minimal-traffic count) against the device's measured copy bandwidth.
 // --device cuda runs every subcommand on the GPU (model and cgt: the same models on Device::cuda, timed with
 // device synchronization); --tf32 lets cuBLAS use TF32 tensor cores in model/cgt/kernels. Preset gpt2-small:
-// the GPT-2 small shape (L=12, C=768, NH=12, V=50257, T=1024, B=8), the PyTorch comparison of tools/bench_gpu.sh.
+// the GPT-2 small shape (L=12, C=768, NH=12, V=50257, T=1024, B=8), the PyTorch comparison of tools/gpu_acceptance.sh.
 //
 // Every number is the median of --reps timed runs (the `best` column: the fastest run, for noisy machines);
 // each run repeats the kernel until it has taken at least MIN_RUN_SECONDS, so short kernels are not swamped
