@@ -6,8 +6,8 @@
 // The loss is Σ_n dlosses[n]·losses[n]; the caller puts the mask and the 1/Σmask into dlosses
 // (src/models/gpt.cpp: the masked mean is taken on the host from the B·T per-row losses).
 //
-// Parallelization: crossentropy forward — one block per row (V can be 50257): block-wide max, then the
-// exponentials and their sum, then the normalization; backward — one thread per logit. MSE forward — one
+// Parallelization: crossentropy forward — one block per row (V can be 50257): the max and the sum of exponentials
+// in one pass (online softmax), then the probabilities; backward — one thread per logit. MSE forward — one
 // warp per row; backward — one thread per element.
 #include "cuda/common.cuh"
 #include "cuda/layers.h"
@@ -16,28 +16,47 @@ namespace icl::cuda {
 
 constexpr int CE_THREADS = 256;
 
+// Online softmax statistics of a set of logits: m = their max, s = Σ e^(z − m). Two sets combine as
+//   m = max(m1, m2),  s = s1·e^(m1 − m) + s2·e^(m2 − m)          (an empty set is m = −∞, s = 0)
+__device__ inline void softmax_stats_add(float& m, float& s, float m2, float s2) {
+    const float mn = fmaxf(m, m2);
+    if (mn == -INFINITY) return;  // both empty
+    s = s * expf(m - mn) + s2 * expf(m2 - mn);
+    m = mn;
+}
+// The statistics of the whole block's logits; every thread gets them. sm, ss: 32 floats of shared memory each.
+__device__ inline void block_softmax_stats(float& m, float& s, float* sm, float* ss) {
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nwarps = blockDim.x / WARP;
+    for (int o = 16; o > 0; o >>= 1) softmax_stats_add(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    if (lane == 0) { sm[warp] = m; ss[warp] = s; }
+    __syncthreads();
+    m = lane < nwarps ? sm[lane] : -INFINITY;
+    s = lane < nwarps ? ss[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) softmax_stats_add(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+}
+
 // losses (N), probs (N,V) from logits (N,V), targets (N)       block n = row n
+// Two passes over the row: one reads the logits for their max and Σ e^(z − max) together (online softmax: each thread
+// rescales its running sum when its max grows), one writes the probabilities. (Three passes and two over probs
+// before: max; exponentials stored and summed; normalized in place.)
 __global__ void crossentropy_forward_kernel(float* losses, float* probs, const float* logits, const int* targets, int V) {
-    __shared__ float sh[32];
+    __shared__ float sm[32], ss[32];
     const int n = blockIdx.x;
     const float* z = logits + (size_t)n * V;  // (V)
     float* p = probs + (size_t)n * V;         // (V)
     const int t = targets[n];
     DEVICE_ASSERT(t < V);
-    float maxv = -INFINITY;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) maxv = fmaxf(maxv, z[v]);
-    maxv = block_max(maxv, sh);
-    float s = 0.0f;
+    float maxv = -INFINITY, s = 0.0f;
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        const float e = expf(z[v] - maxv);
-        p[v] = e;
-        s += e;
+        const float x = z[v];
+        if (x > maxv) { s = s * expf(maxv - x) + 1.0f; maxv = x; }  // e^(−∞) = 0 on the first element
+        else if (maxv > -INFINITY) s += expf(x - maxv);  // (−∞ logits only so far: the set is still empty)
     }
-    const float sum = block_sum(s, sh);
-    const float inv = 1.0f / sum;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) p[v] *= inv;
+    block_softmax_stats(maxv, s, sm, ss);
+    const float inv = 1.0f / s;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) p[v] = expf(z[v] - maxv) * inv;
     // −log p_t = log Σ_v e^(z_v − max) − (z_t − max): finite even where p_t underflows to 0
-    if (threadIdx.x == 0) losses[n] = t < 0 ? 0.0f : logf(sum) - (z[t] - maxv);
+    if (threadIdx.x == 0) losses[n] = t < 0 ? 0.0f : logf(s) - (z[t] - maxv);
 }
 
 void crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int N, int V) {

@@ -526,6 +526,20 @@ TEST_CASE("cuda kernels: softmax cross-entropy (ignored rows, masked weights) an
     icl::crossentropy_backward(dlog.data(), dl.data(), p32.data(), tgt.data(), N, V);
     op::crossentropy_backward(GPU, gdlog.ptr, gdl.ptr, sp.ptr, gtgt.ptr, N, V);
     check_close("crossentropy_backward dlogits", dlog, down(gdlog, dlog.size()));
+    {  // GPT-2's vocabulary: ~200 logits per thread, each row's largest placed late so the online sums rescale often
+        const int N2 = 5, V2 = 50257;
+        Vec lg = rnd((size_t)N2 * V2, r, -30, 30);
+        for (int n = 0; n < N2; n++) lg[(size_t)n * V2 + V2 - 1 - 97 * n] = 40.0 + n;
+        std::vector<int> t2 = {7, -1, 50256, 123, 40000};
+        Vec l2(N2), p2((size_t)N2 * V2);
+        icl::crossentropy_forward(l2.data(), p2.data(), lg.data(), t2.data(), N2, V2);
+        auto glg = up(lg);
+        auto gt2 = up(t2);
+        auto gl2 = poisoned(N2), gp2 = poisoned(p2.size());
+        op::crossentropy_forward(GPU, gl2.ptr, gp2.ptr, glg.ptr, gt2.ptr, N2, V2);
+        check_close("crossentropy_forward losses (V 50257)", l2, down(gl2, N2));
+        check_close("crossentropy_forward probs (V 50257)", p2, down(gp2, p2.size()), 1e-7, 1e-4);
+    }
     // MSE
     const Vec pred = rnd((size_t)N * D, r), target = rnd((size_t)N * D, r);
     icl::mse_forward(losses.data(), pred.data(), target.data(), N, D);
