@@ -17,6 +17,7 @@
 # Portable build (no -march=native, e.g. for a binary you copy to another machine):
 #   make ARCH_FLAGS="-mavx2 -mfma"      or      make ARCH_FLAGS=
 SHELL      := /bin/bash
+, := ,
 .DEFAULT_GOAL := all   # a bare `make` builds every CPU binary (the provenance rule below would otherwise be the first)
 CXX        ?= g++
 ARCH_FLAGS ?= -march=native
@@ -28,7 +29,7 @@ CXXFLAGS   ?= $(OPT_FLAGS) $(ARCH_FLAGS)
 # portable AVX2 one — trains the same bits (README, "Which numbers depend on the machine"; tools/cross_build_check.sh).
 ALL_CXXFLAGS = -std=c++17 -fopenmp -ffp-contract=off -Wall -Wextra -Wno-unused-parameter -Isrc -MMD -MP $(CXXFLAGS)
 LDFLAGS    ?=
-BASE_LIBS  = -fopenmp -lpcre2-8 -lm
+BASE_LIBS  = $(if $(DEPS_DIR),-L$(abspath $(DEPS_DIR))/lib -Wl$(,)-rpath$(,)$(abspath $(DEPS_DIR))/lib) -fopenmp -lpcre2-8 -lm
 LDLIBS     = $(BASE_LIBS)
 BUILD      ?= build
 NPROC      := $(shell nproc 2>/dev/null || echo 2)
@@ -46,7 +47,6 @@ DEPS_DIR   ?=
 ifneq ($(DEPS_DIR),)
 DEPS_ABS   := $(abspath $(DEPS_DIR))
 ALL_CXXFLAGS += -I$(DEPS_ABS)/include
-LDFLAGS    += -L$(DEPS_ABS)/lib -Wl,-rpath,$(DEPS_ABS)/lib
 endif
 
 LIB_SRCS   = $(wildcard src/engine/*.cpp src/layers/*.cpp src/models/*.cpp src/models/*/*.cpp src/data/*.cpp src/report/*.cpp)

@@ -20,7 +20,7 @@ constexpr int CE_THREADS = 256;
 //   m = max(m1, m2),  s = s1·e^(m1 − m) + s2·e^(m2 − m)          (an empty set is m = −∞, s = 0)
 __device__ inline void softmax_stats_add(float& m, float& s, float m2, float s2) {
     const float mn = fmaxf(m, m2);
-    if (mn == -INFINITY) return;  // both empty
+    if (mn == -INFINITY) { s += s2; return; }  // both empty (0), or a NaN logit seen before any finite one: kept
     s = s * expf(m - mn) + s2 * expf(m2 - mn);
     m = mn;
 }
@@ -50,7 +50,7 @@ __global__ void crossentropy_forward_kernel(float* losses, float* probs, const f
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
         const float x = z[v];
         if (x > maxv) { s = s * expf(maxv - x) + 1.0f; maxv = x; }  // e^(−∞) = 0 on the first element
-        else if (maxv > -INFINITY) s += expf(x - maxv);  // (−∞ logits only so far: the set is still empty)
+        else if (x != -INFINITY) s += expf(x - maxv);  // a −∞ logit adds 0; a NaN one makes the loss NaN, as on the CPU
     }
     block_softmax_stats(maxv, s, sm, ss);
     const float inv = 1.0f / s;

@@ -526,6 +526,21 @@ TEST_CASE("cuda kernels: softmax cross-entropy (ignored rows, masked weights) an
     icl::crossentropy_backward(dlog.data(), dl.data(), p32.data(), tgt.data(), N, V);
     op::crossentropy_backward(GPU, gdlog.ptr, gdl.ptr, sp.ptr, gtgt.ptr, N, V);
     check_close("crossentropy_backward dlogits", dlog, down(gdlog, dlog.size()));
+    {  // a vocabulary smaller than the block (idle threads and warps) with −∞ logits (a masked vocabulary)
+        const int N3 = 4, V3 = 20;
+        Vec lg = rnd((size_t)N3 * V3, r, -3, 3);
+        for (int n = 0; n < N3; n++)
+            for (int v = n; v < V3; v += 3) lg[(size_t)n * V3 + v] = -INFINITY;
+        std::vector<int> t3 = {1, 2, -1, 4};  // never a −∞ entry (v ≡ n mod 3 from v = n on)
+        Vec l3(N3), p3((size_t)N3 * V3);
+        icl::crossentropy_forward(l3.data(), p3.data(), lg.data(), t3.data(), N3, V3);
+        auto glg = up(lg);
+        auto gt3 = up(t3);
+        auto gl3 = poisoned(N3), gp3 = poisoned(p3.size());
+        op::crossentropy_forward(GPU, gl3.ptr, gp3.ptr, glg.ptr, gt3.ptr, N3, V3);
+        check_close("crossentropy_forward losses (V 20, -inf logits)", l3, down(gl3, N3));
+        check_close("crossentropy_forward probs (V 20, -inf logits)", p3, down(gp3, p3.size()), 1e-7, 1e-4);
+    }
     {  // GPT-2's vocabulary: ~200 logits per thread, each row's largest placed late so the online sums rescale often
         const int N2 = 5, V2 = 50257;
         Vec lg = rnd((size_t)N2 * V2, r, -30, 30);
@@ -1010,6 +1025,9 @@ TEST_CASE("compare_devices on the CPU: fp32 vs fp64 is within tolerance, and a w
     for (size_t i = 0; i < pr.size(); i++) REQUIRE(pr[i] == (double)pf[i]);
     const std::vector<TensorDiff> rows = compare_forward_backward(ref, f, bt, 1e-5, 1e-3);
     check_rows(rows, 1e-5, 1e-3);
+    // every block's own activation gradients were compared, not views of block 0's (models/block.h)
+    CHECK(ref.s.gtable.aliases == 0);
+    CHECK(f.s.gtable.aliases == 0);
     CHECK(rows.size() == 1 + ref.s.atable.size() + ref.s.ptable.size() + ref.s.gtable.size());
     // a 10% change of one weight on the compared side shows up in the rows downstream of it
     const size_t off = f.s.ptable.offset("h.1.mlp.fc.w");

@@ -170,39 +170,48 @@ TEST_CASE("checkpoint: save, load into a fresh model, identical outputs; a misma
     std::system(("rm -rf " + dir).c_str());
 }
 
-TEST_CASE("sampling allocates its buffers once, not per token; the same tokens as a fresh model's") {
+TEST_CASE("sampling allocates its buffers once, not per token; the same tokens as a forward per token") {
     GPTConfig c = tiny_cfg(16);
+    c.mod.beta = 0.8;  // negative attention with random neighbours: each forward draws new ones, so an extra
+    c.mod.rule = NegRule::random;  // draw (the reservation's) would change the tokens
+    c.mod.k = 2;
     const std::vector<int> prompt = {3, 5, 7};
-    GPT<float> a(c, Device::cpu, 2), b(c, Device::cpu, 2);
-    randomize(a, 9, 0.5);
-    randomize(b, 9, 0.5);
-    // one forward at the longest window the sample will see (prompt + 9 tokens, within maxT = 16)
-    uint64_t n0 = device_alloc_count();
-    Batch widest;
-    widest.B = 1;
-    widest.T = 12;
-    widest.tokens.assign(12, 1);
-    b.forward(widest);
-    const uint64_t one_forward = device_alloc_count() - n0;
-    n0 = device_alloc_count();
-    Rng r1(4);
-    const std::vector<int> got = a.sample(prompt, 10, 0.8, r1);
-    CHECK(device_alloc_count() - n0 == one_forward);
-    CHECK(got.size() == 10);
-    // the same draw from a model that was already laid out: the reservation changes no token
-    Rng r2(4);
-    CHECK(b.sample(prompt, 10, 0.8, r2) == got);
-    // and past maxT (a sliding window of 16): still only the first forward's allocations
-    GPT<float> d(c, Device::cpu, 2), e(c, Device::cpu, 2);
-    n0 = device_alloc_count();
-    Rng r3(4);
-    CHECK(d.sample(prompt, 30, 0.8, r3).size() == 30);
-    const uint64_t sampled = device_alloc_count() - n0;
-    n0 = device_alloc_count();
-    widest.T = 16;
-    widest.tokens.assign(16, 1);
-    e.forward(widest);
-    CHECK(sampled == device_alloc_count() - n0);
+    // the reference: greedy decoding written out, one forward per token on a growing window (sliding past maxT)
+    auto by_hand = [&](GPT<float>& m, int n) {
+        std::vector<int> seq = prompt, out;
+        for (int i = 0; i < n; i++) {
+            Batch bt;
+            bt.B = 1;
+            const int start = std::max(0, (int)seq.size() - c.maxT);
+            bt.tokens.assign(seq.begin() + start, seq.end());
+            bt.T = (int)bt.tokens.size();
+            m.forward(bt);
+            const std::vector<float> lg = m.outputs();  // (1,T,V)
+            const int next = (int)(std::max_element(lg.end() - c.V, lg.end()) - (lg.end() - c.V));
+            seq.push_back(next);
+            out.push_back(next);
+        }
+        return out;
+    };
+    for (int n : {10, 30}) {  // within maxT = 16, and past it
+        CAPTURE(n);
+        GPT<float> a(c, Device::cpu, 2), ref(c, Device::cpu, 2), e(c, Device::cpu, 2);
+        randomize(a, 9, 0.5);
+        randomize(ref, 9, 0.5);
+        uint64_t n0 = device_alloc_count();
+        Rng r1(4);
+        const std::vector<int> got = a.sample(prompt, n, 0.0, r1);
+        const uint64_t sampled = device_alloc_count() - n0;
+        CHECK(got == by_hand(ref, n));
+        // what one forward at the widest window the sample sees allocates, on a fresh model: all the sample may
+        n0 = device_alloc_count();
+        Batch widest;
+        widest.B = 1;
+        widest.T = std::min(c.maxT, (int)prompt.size() + n - 1);
+        widest.tokens.assign((size_t)widest.T, 1);
+        e.forward(widest);
+        CHECK(sampled == device_alloc_count() - n0);
+    }
 }
 
 TEST_CASE("activation gradients in one block's memory: the same parameter gradients to the bit, L-1 blocks' memory less") {

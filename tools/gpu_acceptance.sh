@@ -49,6 +49,9 @@ done
 report=${report:-out/gpu_acceptance-$(date +%Y%m%d-%H%M%S).txt}
 mkdir -p "$(dirname "$report")" out/gpu_acceptance
 exec > >(tee "$report") 2>&1
+tee_pid=$!
+finish() { exec >&- 2>&-; wait "$tee_pid" 2>/dev/null; }  # the report is complete before the script returns
+trap finish EXIT
 want() { [[ ",$stages," == *",$1,"* ]]; }
 results=() failures=()
 step() {  # step NAME CMD...: runs CMD, records its exit status and time
@@ -69,8 +72,9 @@ expect_refusal() {  # a binary that does not run on the GPU yet (issue 14): one 
     local out rc
     out=$("$@" 2>&1); rc=$?
     echo "$out" | tail -3
-    if [ $rc -ne 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ]; then results+=("$(printf '%-5s %5s   %s' refus - "$name (one line, exit $rc)")")
-    else results+=("$(printf '%-5s %5s   %s' "$rc" - "$name: expected a one-line refusal")"); failures+=("$name"); fi
+    if [ $rc -ne 0 ] && [ -n "$out" ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "on the CPU"; then
+        results+=("$(printf '%-5s %5s   %s' refus - "$name (one line, exit $rc)")")
+    else results+=("$(printf '%-5s %5s   %s' "$rc" - "$name: expected a one-line 'runs on the CPU' refusal")"); failures+=("$name"); fi
 }
 py=python3
 command -v "$py" >/dev/null 2>&1 || py=/usr/bin/python3
@@ -92,9 +96,11 @@ fi
 
 if want tests; then
     # every GPU case alone: a fault in one cannot hide the others, and ICL_CUDA_SYNC=1 names the launch that failed
+    cases=()
     mapfile -t cases < <(ICL_EXPECT_GPU=1 $B/test_icl -ts=cuda --list-test-cases 2>/dev/null | grep -v -e '^\[' -e '^=' -e '^$')
     echo "${#cases[@]} test cases in the cuda suite"
-    for c in "${cases[@]}"; do
+    [ ${#cases[@]} -gt 0 ] || { results+=("1         -   listing the GPU test cases: none found"); failures+=("listing the GPU test cases"); }
+    for c in ${cases[@]+"${cases[@]}"}; do
         step "test: $c" timeout 600 env ICL_CUDA_SYNC=1 ICL_EXPECT_GPU=1 ICL_BIN_DIR=$B $B/test_icl -tc="${c//,/\\,}"
     done
     step "test: whole suite (CUDA build)" env ICL_EXPECT_GPU=1 ICL_BIN_DIR=$B $B/test_icl

@@ -147,16 +147,16 @@ void GPT<real>::layout(int B_, int T_) {
     ensure_size(scratch_, s.dev, block_scratch_size(block_shape(cfg), B_, T_, omp_get_max_threads(), s.dev));
     const bool share = cfg.L >= 2 && !keep_all_dacts_;
     if (B_ == B && T_ == T && share == shared_dacts_) return;
-    B = B_;
-    T = T_;
-    shared_dacts_ = share;
-    const int64_t C = cfg.C, Bl = B, Tl = T;
+    const int64_t C = cfg.C, Bl = B_, Tl = T_;
     ActTable t;
     t.add("encoded", {Bl, Tl, C}, "token + position embedding", true);
     for (int l = 0; l < cfg.L; l++) block_activations(t, "h." + std::to_string(l) + ".", Bl, Tl, block_shape(cfg));
     lm_head_activations(t, "", Bl, Tl, head_.spec);
     // the blocks' activation gradients in one block's memory instead of L (models/block.h: share_block_gradients)
     s.set_activations(std::move(t.acts), share ? share_block_gradients(t.grads, cfg.L) : std::move(t.grads));
+    B = B_;  // only once the buffers exist: a refused allocation (check_host_memory) leaves the old shape in force
+    T = T_;
+    shared_dacts_ = share;
 }
 
 template <typename real>
