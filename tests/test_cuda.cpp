@@ -526,34 +526,27 @@ TEST_CASE("cuda kernels: softmax cross-entropy (ignored rows, masked weights) an
     icl::crossentropy_backward(dlog.data(), dl.data(), p32.data(), tgt.data(), N, V);
     op::crossentropy_backward(GPU, gdlog.ptr, gdl.ptr, sp.ptr, gtgt.ptr, N, V);
     check_close("crossentropy_backward dlogits", dlog, down(gdlog, dlog.size()));
-    {  // a vocabulary smaller than the block (idle threads and warps) with −∞ logits (a masked vocabulary)
-        const int N3 = 4, V3 = 20;
-        Vec lg = rnd((size_t)N3 * V3, r, -3, 3);
-        for (int n = 0; n < N3; n++)
-            for (int v = n; v < V3; v += 3) lg[(size_t)n * V3 + v] = -INFINITY;
-        std::vector<int> t3 = {1, 2, -1, 4};  // never a −∞ entry (v ≡ n mod 3 from v = n on)
-        Vec l3(N3), p3((size_t)N3 * V3);
-        icl::crossentropy_forward(l3.data(), p3.data(), lg.data(), t3.data(), N3, V3);
+    // the forward alone on other rows: CPU (fp64) vs GPU, every loss and probability
+    auto ce_forward_matches = [&](const std::string& what, const Vec& lg, const std::vector<int>& tg, int Nr, int Vr) {
+        Vec l(Nr), p((size_t)Nr * Vr);
+        icl::crossentropy_forward(l.data(), p.data(), lg.data(), tg.data(), Nr, Vr);
         auto glg = up(lg);
-        auto gt3 = up(t3);
-        auto gl3 = poisoned(N3), gp3 = poisoned(p3.size());
-        op::crossentropy_forward(GPU, gl3.ptr, gp3.ptr, glg.ptr, gt3.ptr, N3, V3);
-        check_close("crossentropy_forward losses (V 20, -inf logits)", l3, down(gl3, N3));
-        check_close("crossentropy_forward probs (V 20, -inf logits)", p3, down(gp3, p3.size()), 1e-7, 1e-4);
+        auto gtg = up(tg);
+        auto gl = poisoned(Nr), gp = poisoned(p.size());
+        op::crossentropy_forward(GPU, gl.ptr, gp.ptr, glg.ptr, gtg.ptr, Nr, Vr);
+        check_close("crossentropy_forward losses (" + what + ")", l, down(gl, Nr));
+        check_close("crossentropy_forward probs (" + what + ")", p, down(gp, p.size()), 1e-7, 1e-4);
+    };
+    {  // a vocabulary smaller than the block (idle threads and warps) with −∞ logits (a masked vocabulary)
+        Vec lg = rnd((size_t)4 * 20, r, -3, 3);
+        for (int n = 0; n < 4; n++)
+            for (int v = n; v < 20; v += 3) lg[(size_t)n * 20 + v] = -INFINITY;
+        ce_forward_matches("V 20, -inf logits", lg, {1, 2, -1, 4}, 4, 20);  // targets never a −∞ entry (v ≡ n mod 3 from v = n)
     }
     {  // GPT-2's vocabulary: ~200 logits per thread, each row's largest placed late so the online sums rescale often
-        const int N2 = 5, V2 = 50257;
-        Vec lg = rnd((size_t)N2 * V2, r, -30, 30);
-        for (int n = 0; n < N2; n++) lg[(size_t)n * V2 + V2 - 1 - 97 * n] = 40.0 + n;
-        std::vector<int> t2 = {7, -1, 50256, 123, 40000};
-        Vec l2(N2), p2((size_t)N2 * V2);
-        icl::crossentropy_forward(l2.data(), p2.data(), lg.data(), t2.data(), N2, V2);
-        auto glg = up(lg);
-        auto gt2 = up(t2);
-        auto gl2 = poisoned(N2), gp2 = poisoned(p2.size());
-        op::crossentropy_forward(GPU, gl2.ptr, gp2.ptr, glg.ptr, gt2.ptr, N2, V2);
-        check_close("crossentropy_forward losses (V 50257)", l2, down(gl2, N2));
-        check_close("crossentropy_forward probs (V 50257)", p2, down(gp2, p2.size()), 1e-7, 1e-4);
+        Vec lg = rnd((size_t)5 * 50257, r, -30, 30);
+        for (int n = 0; n < 5; n++) lg[(size_t)n * 50257 + 50256 - 97 * n] = 40.0 + n;
+        ce_forward_matches("V 50257", lg, {7, -1, 50256, 123, 40000}, 5, 50257);
     }
     // MSE
     const Vec pred = rnd((size_t)N * D, r), target = rnd((size_t)N * D, r);

@@ -360,6 +360,25 @@ std::vector<AttnMods> model_variants() {
     return v;
 }
 
+// M1's cases: the plain head and every modification
+std::vector<AttnMods> m1_variants() {
+    std::vector<AttnMods> vs = model_variants();
+    vs.insert(vs.begin(), AttnMods());
+    return vs;
+}
+
+// A 4-wide M1 with N(0, 0.6²) parameters (a non-zero adapter B as well)
+template <typename real>
+OneHead<real> tiny_m1(const AttnMods& m) {
+    HeadConfig hc;
+    hc.D = 4;
+    hc.sim_cols = 3;
+    hc.mod = m;
+    OneHead<real> h(hc, Device::cpu, 3);
+    randomize_params(h, 5, 0.6);
+    return h;
+}
+
 GPTConfig tiny_gpt(const AttnMods& m) {
     GPTConfig c;
     c.L = 2; c.C = 12; c.NH = 3; c.V = 0; c.maxT = 7; c.d_in = 4; c.d_out = 1;
@@ -375,16 +394,9 @@ Cmd run_bin(const std::string& args) { return icl_test::run(args); }
 TEST_SUITE("duallens") {
 
 TEST_CASE("M1 (one head on raw tokens): whole-model fp64 gradient check, plain and every modification") {
-    std::vector<AttnMods> vs = model_variants();
-    vs.insert(vs.begin(), AttnMods());
-    for (const AttnMods& m : vs) {
+    for (const AttnMods& m : m1_variants()) {
         INFO(attn_mods_describe(m));
-        HeadConfig hc;
-        hc.D = 4;
-        hc.sim_cols = 3;
-        hc.mod = m;
-        OneHead<double> h(hc, Device::cpu, 3);
-        randomize_params(h, 5, 0.6);  // non-zero adapter B as well
+        OneHead<double> h = tiny_m1<double>(m);
         auto rows = fd_check_params(h, tiny_prompts(3, 11, 0.1), 1e-5, 1e-8, 1e-6);
         REQUIRE(rows.size() == h.s.ptable.size());
         for (auto& r : rows) {
@@ -395,16 +407,9 @@ TEST_CASE("M1 (one head on raw tokens): whole-model fp64 gradient check, plain a
 }
 
 TEST_CASE("M1: a training step allocates nothing once the first one has laid out the buffers, every modification") {
-    std::vector<AttnMods> vs = model_variants();
-    vs.insert(vs.begin(), AttnMods());
-    for (const AttnMods& m : vs) {
+    for (const AttnMods& m : m1_variants()) {
         INFO(attn_mods_describe(m));
-        HeadConfig hc;
-        hc.D = 4;
-        hc.sim_cols = 3;
-        hc.mod = m;
-        OneHead<float> h(hc, Device::cpu, 3);
-        randomize_params(h, 5, 0.6);
+        OneHead<float> h = tiny_m1<float>(m);
         const Batch bt = tiny_prompts(3, 11, 0.1);
         h.forward(bt);
         h.backward();

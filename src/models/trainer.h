@@ -170,17 +170,19 @@ auto skip_forward(Model& m, const Batch& b, int) -> decltype(m.skip_forward(b)) 
 template <typename Model>
 void skip_forward(Model&, const Batch&, long) {}
 
-// One step's gradient from R ranks × K micro-batches. `micro` holds all R·K of them (every rank draws them all, so
-// the data and random streams stay in step) with their loss scales; this rank runs its own, mine … mine+K−1 (the
-// first backward zeroes the parameter gradients, the others add) and lets the model skip the others. Returns this
-// rank's part of the step's loss; the caller sums it and the gradient across the ranks.
-template <typename Model>  // a wrapper of several model kinds sets them itself (duallens_experiments.cpp's AnyModel)
+// A micro-batch's loss scale and whether its backward adds to the parameter gradients; a wrapper of several model
+// kinds sets them itself (duallens_experiments.cpp's AnyModel: set_micro).
+template <typename Model>
 auto set_micro_batch(Model& m, const LossScale& sc, bool add, int) -> decltype(m.set_micro(sc, add)) { m.set_micro(sc, add); }
 template <typename Model>
 void set_micro_batch(Model& m, const LossScale& sc, bool add, long) {
     m.scale = sc;                // this micro-batch's share of the step's loss (1 without accumulation)
     m.s.accumulate_grads = add;  // its backward adds to the parameter gradients instead of setting them
 }
+// One step's gradient from R ranks × K micro-batches. `micro` holds all R·K of them (every rank draws them all, so
+// the data and random streams stay in step) with their loss scales; this rank runs its own, mine … mine+K−1 (the
+// first backward zeroes the parameter gradients, the others add) and lets the model skip the others. Returns this
+// rank's part of the step's loss; the caller sums it and the gradient across the ranks.
 template <typename Model>
 double run_micro_batches(Model& m, const std::vector<Batch>& micro, const std::vector<LossScale>& scales, int mine, int K) {
     double loss = 0;
