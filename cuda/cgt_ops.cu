@@ -1,6 +1,7 @@
 // cgt_ops.cu — the small layers the Contextually Guided Transformer needs beyond GPT's, forward and backward.
 // CPU reference, formulas and spec sections: src/layers/cgt_ops.h.
 //
+//   ema_step         the streaming decode's EMA of y^ℓ: u = (1−γ)u + γy in double, y_used = u
 //   concat           out = [a | b] along the last axis
 //   gather_rows      out[n] = src[idx[n]]           backward: the scatter-add dsrc[idx[n]] += dout[n]
 //   continuity_reg   R_C = (1/(B·Σ_{s≥1}ζ_s)) Σ_b Σ_{s≥1} ζ_s ‖n_{b,s} − n_{b,s−1}‖²   n = y / (‖y‖ + 1e-6) per row
@@ -20,6 +21,21 @@
 namespace icl::cuda {
 
 constexpr float NORM_EPS = 1e-6f;
+
+// ---- the streaming EMA of y^ℓ -------------------------------------------------------------------------
+
+// u = (1−γ)·u + γ·y in double, y_used = (float)u          one thread per element
+__global__ void ema_step_kernel(double* u, float* yuse, const float* y, double gamma, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double v = (1.0 - gamma) * u[i] + gamma * (double)y[i];
+    u[i] = v;
+    yuse[i] = (float)v;
+}
+void ema_step(double* u, float* yuse, const float* y, double gamma, int n) {
+    ema_step_kernel<<<blocks(n, 256), 256>>>(u, yuse, y, gamma, n);
+    launchCheck("ema_step_kernel");
+}
 
 // ---- concat ------------------------------------------------------------------------------------------
 

@@ -92,6 +92,7 @@ void generator_backward(float* du, float* dy, float* dS, float* dL, float* dR, f
                         const float* Rw, int N, int C, int Dy, int M, int r, MixFn h);
 
 // ---- cgt_ops.cu: concat, gather, the CGT regularizers, the VAE's KL and reparameterization ---------------
+void ema_step(double* u, float* yuse, const float* y, double gamma, int n);
 void concat_forward(float* out, const float* a, const float* b, int N, int Ca, int Cb);
 void concat_backward(float* da, float* db, const float* dout, int N, int Ca, int Cb);
 void gather_rows_forward(float* out, const float* src, const int* idx, int N, int D);
@@ -114,6 +115,10 @@ void kernel_attention_backward(float* dqkv, float* dbkv, float* dbd, float* scra
                                const float* phiq, const float* phik, const float* rphiq, const float* rphik, const float* den,
                                const float* qkv, const int* pos, const float* bkv, const float* bd, int B, int T, int C, int NH);
 void kernel_attention_step(float* out, float* S, float* z, const float* qkv, int pos, int C, int NH, double eps);
+
+// ---- iclaa_attention.cu: ICLAA's hybrid attention (exact softmax + random-feature prompt term), in double ----------
+void iclaa_attention_forward(float* out, double* lphi, const float* qkv, const double* omega, const double* bkv, const double* bd,
+                             const double* kappa, int kernel_sim, int T, int C, int NH, int m);
 
 // ---- backend utilities (cuda_device.cu, bench_kernels.cu) ---------------------------------------------------------
 std::string device_description();   // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"

@@ -79,8 +79,10 @@ int run(int argc, char** argv) {
     if (!cli.parse(argc, argv)) return 0;
     refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0], kFlagUsers);
     const Device dev = apply_run_flags(cli).dev;
-    if (dev != Device::cpu) fail("duallens: the dual checks and the experiment run on the CPU; use --device cpu (the modified attentions run on the GPU "
-                                 "through train_gpt --attn-mod ... --device cuda)");
+    const std::string sub = cli.args().empty() ? "" : cli.args()[0];
+    if (dev != Device::cpu && !sub.empty() && sub != "experiment")  // like an unused flag (refuse_unused_flags): no model of check or features runs anywhere
+        fail_usage("--device " + std::string(device_name(dev)) + ": '" + sub + "' computes its checks in fp64 on the host and trains no model; "
+                   "--device is experiment's (its M1 and M2 models)");
     return run_subcommand(cli, kSubcommands);
 }
 

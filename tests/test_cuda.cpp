@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,6 +41,8 @@
 #include "models/cgt/cgt.h"
 #include "models/compare_devices.h"
 #include "models/gpt.h"
+#include "models/iclca/iclaa.h"
+#include "models/iclca/iclca_convert.h"
 #include "models/iclca/kernel_lm.h"
 #include "run_binary.h"
 #include "skip.h"
@@ -75,6 +78,16 @@ Buffer<int> up(const std::vector<int>& h) {
     device_copy(GPU, b.ptr, h.data(), h.size() * sizeof(int), Copy::host_to_device);
     return b;
 }
+Buffer<double> up64(const Vec& h) {  // doubles stay doubles (the few ops that take them: ICLAA, the streaming EMA)
+    Buffer<double> b(GPU, std::max<size_t>(h.size(), 1));
+    device_copy(GPU, b.ptr, h.data(), h.size() * sizeof(double), Copy::host_to_device);
+    return b;
+}
+Vec down64(const Buffer<double>& b, size_t n) {
+    Vec h(n);
+    device_copy(GPU, h.data(), b.ptr, n * sizeof(double), Copy::device_to_host);
+    return h;
+}
 Buffer<float> poisoned(size_t n) { return up(Vec(n, NAN)); }  // an output the kernel must overwrite entirely
 Vec down(const Buffer<float>& b, size_t n) {
     std::vector<float> f(n);
@@ -97,6 +110,21 @@ using icl_test::bin_dir;
 using Run = icl_test::Result;
 Run run_bin(const std::string& args) { return icl_test::run(args); }
 
+
+// The same parameters in an fp64 CPU model and an fp32 GPU model: N(0, std²) (+1 on the gains), rounded to float
+// for both, so that only the arithmetic differs. `fix` may adjust the host values first (e.g. positive b_D).
+template <typename RefModel, typename GpuModel>
+void same_params(RefModel& ref, GpuModel& gpu, uint64_t seed, double std, const std::function<void(const TensorSpec&, double*)>& fix = {}) {
+    ref.s.randomize_params(seed, std);
+    std::vector<double> p = ref.s.to_host(ref.s.params, 0, ref.s.ptable.total);
+    if (fix)
+        for (size_t i = 0; i < ref.s.ptable.size(); i++) fix(ref.s.ptable.specs[i], p.data() + ref.s.ptable.offsets[i]);
+    const std::vector<float> pf(p.begin(), p.end());
+    p.assign(pf.begin(), pf.end());
+    ref.s.upload(ref.s.params, 0, p.data(), p.size());
+    REQUIRE(gpu.s.ptable.total == ref.s.ptable.total);
+    gpu.s.upload(gpu.s.params, 0, pf.data(), pf.size());
+}
 
 // A (B,T) window of arithmetic sequences with a non-uniform mask (zeros included).
 Batch arith_window(int B, int T, uint64_t seed) {
@@ -265,73 +293,159 @@ TEST_CASE("cuda kernels: GELU, ReLU and residual, forward and backward" * GPU_CA
     check_close("residual_backward dinp2", d2, down(g2, n));
 }
 
+// Causal softmax attention on one shape, CPU fp64 vs GPU fp32 from the same float inputs: the plain form (the
+// (B,NH,T,T) probabilities saved), forward and backward, then the forward with a key start per sequence (the CGT's
+// masked aux pass: rows before it attend to themselves).
+void check_plain_attention(int B, int T, int C, int NH) {
+    CAPTURE(T);
+    Rng r(505 + T);
+    const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.5, 1.5), dout = rnd((size_t)B * T * C, r);
+    Vec out((size_t)B * T * C), att((size_t)B * NH * T * T);
+    Vec scratch(attention_scratch_size(B, T, C, NH));
+    icl::attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, C, NH);
+    auto gqkv = up(qkv), gdout = up(dout);
+    auto gout = poisoned(out.size()), gatt = poisoned(att.size());
+    op::attention_forward<float>(GPU, gout.ptr, gatt.ptr, nullptr, gqkv.ptr, B, T, C, NH);
+    check_close("attention_forward out", out, down(gout, out.size()));
+    check_close("attention_forward att (zeros above the diagonal)", att, down(gatt, att.size()));
+    const Vec att32 = f32(att);
+    auto satt = up(att32);
+    Vec dqkv = rnd(qkv.size(), r);
+    auto gdqkv = up(dqkv);
+    icl::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att32.data(), B, T, C, NH);
+    op::attention_backward<float>(GPU, gdqkv.ptr, nullptr, gdout.ptr, gqkv.ptr, satt.ptr, B, T, C, NH);
+    check_close("attention_backward dqkv", dqkv, down(gdqkv, dqkv.size()));
+    std::vector<int> ks(B);
+    for (int b = 0; b < B; b++) ks[b] = (b * 7 + 3) % T;
+    icl::attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, C, NH, ks.data());
+    auto gks = up(ks);
+    op::attention_forward<float>(GPU, gout.ptr, gatt.ptr, nullptr, gqkv.ptr, B, T, C, NH, gks.ptr);
+    check_close("attention_forward out (key start)", out, down(gout, out.size()));
+    check_close("attention_forward att (key start)", att, down(gatt, att.size()));
+}
+
+// The same for the O(T) form (only the row log-sum-exp saved, the probabilities recomputed), without and with key starts.
+void check_lse_attention(int B, int T, int C, int NH) {
+    std::vector<int> ks(B);
+    for (int b = 0; b < B; b++) ks[b] = (b * 7 + 3) % T;
+    auto gks = up(ks);
+    for (bool with_ks : {false, true}) {
+        CAPTURE(T);
+        CAPTURE(with_ks);
+        Rng r(606 + T);
+        const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.5, 1.5), dout = rnd((size_t)B * T * C, r);
+        Vec out((size_t)B * T * C), lse((size_t)B * NH * T), scratch(attention_lse_scratch_size(B, T, NH));
+        const int* kc = with_ks ? ks.data() : nullptr;
+        const int* kg = with_ks ? gks.ptr : nullptr;
+        icl::attention_forward_lse(out.data(), lse.data(), scratch.data(), qkv.data(), B, T, C, NH, kc);
+        auto gqkv = up(qkv), gdout = up(dout);
+        auto gout = poisoned(out.size()), glse = poisoned(lse.size());
+        op::attention_forward_lse<float>(GPU, gout.ptr, glse.ptr, nullptr, gqkv.ptr, B, T, C, NH, kg);
+        check_close("attention_forward_lse out", out, down(gout, out.size()));
+        check_close("attention_forward_lse lse", lse, down(glse, lse.size()));
+        // backward from the CPU's lse; accumulates into random dqkv
+        const Vec lse32 = f32(lse);
+        auto slse = up(lse32);
+        Vec dqkv = rnd(qkv.size(), r);
+        auto gdqkv = up(dqkv);
+        icl::attention_backward_lse(dqkv.data(), scratch.data(), dout.data(), out.data(), qkv.data(), lse32.data(), B, T, C, NH, kc);
+        op::attention_backward_lse<float>(GPU, gdqkv.ptr, nullptr, gdout.ptr, gout.ptr, gqkv.ptr, slse.ptr, B, T, C, NH, kg);
+        check_close("attention_backward_lse dqkv", dqkv, down(gdqkv, dqkv.size()));
+    }
+}
+
 TEST_CASE("cuda kernels: causal softmax attention forward and backward" * GPU_CASE) {
     REQUIRE_GPU();
     set_tf32(false);
-    struct Shape4 { int B, T, C, NH; };
-    for (Shape4 s : {Shape4{2, 37, 48, 3}, Shape4{3, 70, 40, 2}, Shape4{1, 5, 12, 4}}) {
-        const int B = s.B, T = s.T, C = s.C, NH = s.NH;
-        CAPTURE(T);
-        Rng r(505 + T);
-        const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.5, 1.5), dout = rnd((size_t)B * T * C, r);
-        Vec out((size_t)B * T * C), att((size_t)B * NH * T * T);
-        Vec scratch(attention_scratch_size(B, T, C, NH));
-        icl::attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, C, NH);
-        auto gqkv = up(qkv), gdout = up(dout);
-        auto gout = poisoned(out.size()), gatt = poisoned(att.size());
-        op::attention_forward<float>(GPU, gout.ptr, gatt.ptr, nullptr, gqkv.ptr, B, T, C, NH);
-        check_close("attention_forward out", out, down(gout, out.size()));
-        check_close("attention_forward att (zeros above the diagonal)", att, down(gatt, att.size()));
-        const Vec att32 = f32(att);
-        auto satt = up(att32);
-        Vec dqkv = rnd(qkv.size(), r);
-        auto gdqkv = up(dqkv);
-        icl::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att32.data(), B, T, C, NH);
-        op::attention_backward<float>(GPU, gdqkv.ptr, nullptr, gdout.ptr, gqkv.ptr, satt.ptr, B, T, C, NH);
-        check_close("attention_backward dqkv", dqkv, down(gdqkv, dqkv.size()));
-        // with a key start per sequence (the CGT's masked aux pass): rows before it attend to themselves
-        std::vector<int> ks(B);
-        for (int b = 0; b < B; b++) ks[b] = (b * 7 + 3) % T;
-        icl::attention_forward(out.data(), att.data(), scratch.data(), qkv.data(), B, T, C, NH, ks.data());
-        auto gks = up(ks);
-        op::attention_forward<float>(GPU, gout.ptr, gatt.ptr, nullptr, gqkv.ptr, B, T, C, NH, gks.ptr);
-        check_close("attention_forward out (key start)", out, down(gout, out.size()));
-        check_close("attention_forward att (key start)", att, down(gatt, att.size()));
-    }
+    check_plain_attention(2, 37, 48, 3);
+    check_plain_attention(3, 70, 40, 2);
+    check_plain_attention(1, 5, 12, 4);
 }
 
 TEST_CASE("cuda kernels: causal softmax attention, O(T) form (lse saved, probabilities recomputed), forward and backward, key starts" * GPU_CASE) {
     REQUIRE_GPU();
     set_tf32(false);
-    struct Shape4 { int B, T, C, NH; };
-    for (Shape4 s : {Shape4{2, 37, 48, 3}, Shape4{3, 70, 40, 2}, Shape4{1, 5, 12, 4}}) {
-        const int B = s.B, T = s.T, C = s.C, NH = s.NH;
-        std::vector<int> ks(B);
-        for (int b = 0; b < B; b++) ks[b] = (b * 7 + 3) % T;
-        auto gks = up(ks);
-        for (bool with_ks : {false, true}) {
-            CAPTURE(T);
-            CAPTURE(with_ks);
-            Rng r(606 + T);
-            const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.5, 1.5), dout = rnd((size_t)B * T * C, r);
-            Vec out((size_t)B * T * C), lse((size_t)B * NH * T), scratch(attention_lse_scratch_size(B, T, NH));
-            const int* kc = with_ks ? ks.data() : nullptr;
-            const int* kg = with_ks ? gks.ptr : nullptr;
-            icl::attention_forward_lse(out.data(), lse.data(), scratch.data(), qkv.data(), B, T, C, NH, kc);
-            auto gqkv = up(qkv), gdout = up(dout);
-            auto gout = poisoned(out.size()), glse = poisoned(lse.size());
-            op::attention_forward_lse<float>(GPU, gout.ptr, glse.ptr, nullptr, gqkv.ptr, B, T, C, NH, kg);
-            check_close("attention_forward_lse out", out, down(gout, out.size()));
-            check_close("attention_forward_lse lse", lse, down(glse, lse.size()));
-            // backward from the CPU's lse; accumulates into random dqkv
-            const Vec lse32 = f32(lse);
-            auto slse = up(lse32);
-            Vec dqkv = rnd(qkv.size(), r);
-            auto gdqkv = up(dqkv);
-            icl::attention_backward_lse(dqkv.data(), scratch.data(), dout.data(), out.data(), qkv.data(), lse32.data(), B, T, C, NH, kc);
-            op::attention_backward_lse<float>(GPU, gdqkv.ptr, nullptr, gdout.ptr, gout.ptr, gqkv.ptr, slse.ptr, B, T, C, NH, kg);
-            check_close("attention_backward_lse dqkv", dqkv, down(gdqkv, dqkv.size()));
-        }
+    check_lse_attention(2, 37, 48, 3);
+    check_lse_attention(3, 70, 40, 2);
+    check_lse_attention(1, 5, 12, 4);
+}
+
+// NH·T² = 2^26 floats per batch row: the plain backward goes in groups of G = 2^28 / 2^26 = 4 batch rows (4 + 1), the
+// O(T) form's forward in groups of 4 and its backward of 2 (2 + 2 + 1) — the group loops of cuda/attention.cu. (Not in
+// the sanitizer's subset: the fp64 reference alone takes a while at T = 2048.)
+TEST_CASE("cuda kernels: attention over several batch groups (B·NH·T² past one 1 GiB group), both forms" * GPU_CASE) {
+    REQUIRE_GPU();
+    set_tf32(false);
+    check_plain_attention(5, 2048, 32, 16);
+    check_lse_attention(5, 2048, 32, 16);
+}
+
+TEST_CASE("cuda kernels: backward with null gradients (layernorm: each one alone; residual and concat: one side; generator: no dy)" * GPU_CASE) {
+    REQUIRE_GPU();
+    set_tf32(false);
+    Rng r(1212);
+    // layernorm: only dinp, only dweight, only dbias
+    const int N = 29, C = 40;
+    const Vec inp = rnd((size_t)N * C, r, -2, 3), w = rnd(C, r, 0.5, 1.5), b = rnd(C, r), dout = rnd((size_t)N * C, r);
+    Vec out((size_t)N * C), mean(N), rstd(N);
+    icl::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+    const Vec mean32 = f32(mean), rstd32 = f32(rstd);
+    auto ginp = up(inp), gw = up(w), gdout = up(dout), smean = up(mean32), srstd = up(rstd32);
+    for (int which = 0; which < 3; which++) {
+        CAPTURE(which);
+        Vec g = rnd(which == 0 ? inp.size() : (size_t)C, r);
+        auto gg = up(g);
+        double* h[3] = {nullptr, nullptr, nullptr};
+        float* d[3] = {nullptr, nullptr, nullptr};
+        h[which] = g.data();
+        d[which] = gg.ptr;
+        icl::layernorm_backward(h[0], h[1], h[2], dout.data(), inp.data(), w.data(), mean32.data(), rstd32.data(), N, C);
+        op::layernorm_backward<float>(GPU, d[0], d[1], d[2], gdout.ptr, ginp.ptr, gw.ptr, smean.ptr, srstd.ptr, N, C);
+        check_close("layernorm_backward, one gradient", g, down(gg, g.size()));
+    }
+    // residual and concat: one side only
+    const int64_t n = 1001;
+    const Vec rd = rnd(n, r);
+    auto grd = up(rd);
+    for (int side = 0; side < 2; side++) {
+        CAPTURE(side);
+        Vec g = rnd(n, r);
+        auto gg = up(g);
+        icl::residual_backward(side == 0 ? g.data() : nullptr, side == 1 ? g.data() : nullptr, rd.data(), (size_t)n);
+        op::residual_backward<float>(GPU, side == 0 ? gg.ptr : nullptr, side == 1 ? gg.ptr : nullptr, grd.ptr, n);
+        check_close("residual_backward, one side", g, down(gg, n));
+        const int Ca = 11, Cb = 6, Nc = 31;
+        const Vec dcat = rnd((size_t)Nc * (Ca + Cb), r);
+        auto gdcat = up(dcat);
+        Vec gc = rnd((size_t)Nc * (side == 0 ? Ca : Cb), r);
+        auto ggc = up(gc);
+        icl::concat_backward(side == 0 ? gc.data() : nullptr, side == 1 ? gc.data() : nullptr, dcat.data(), Nc, Ca, Cb);
+        op::concat_backward<float>(GPU, side == 0 ? ggc.ptr : nullptr, side == 1 ? ggc.ptr : nullptr, gdcat.ptr, Nc, Ca, Cb);
+        check_close("concat_backward, one side", gc, down(ggc, gc.size()));
+    }
+    // generator without dy (a frozen ỹ)
+    const int Ng = 23, Cg = 20, Dy = 6, M = 3, rk = 2, Mr = M * rk;
+    for (MixFn h : {MixFn::tanh, MixFn::softmax}) {
+        CAPTURE((int)h);
+        const Vec u = rnd((size_t)Ng * Cg, r), y = rnd((size_t)Ng * Dy, r), S = rnd((size_t)M * (Dy + 1), r), Lw = rnd((size_t)Cg * Mr, r),
+                  Rw = rnd((size_t)(Cg + 1) * Mr, r), dg = rnd((size_t)Ng * Cg, r);
+        Vec go((size_t)Ng * Cg), c((size_t)Ng * M), P((size_t)Ng * Mr), z((size_t)Ng * rk), G((size_t)Ng * Mr);
+        icl::generator_forward(go.data(), c.data(), P.data(), z.data(), G.data(), u.data(), y.data(), S.data(), Lw.data(), Rw.data(), Ng, Cg, Dy, M,
+                               rk, h);
+        const Vec c32 = f32(c), P32 = f32(P), z32 = f32(z), G32 = f32(G);
+        auto gu = up(u), gy = up(y), gS = up(S), gL = up(Lw), gR = up(Rw), gdg = up(dg), sc = up(c32), sP = up(P32), sz = up(z32), sG = up(G32);
+        Vec du = rnd(u.size(), r), dS = rnd(S.size(), r), dL = rnd(Lw.size(), r), dR = rnd(Rw.size(), r);
+        auto gdu = up(du), gdS = up(dS), gdL = up(dL), gdR = up(dR);
+        Vec scratch(generator_scratch_size(Ng, M, rk));
+        auto gscratch = poisoned(scratch.size());
+        icl::generator_backward(du.data(), (double*)nullptr, dS.data(), dL.data(), dR.data(), scratch.data(), dg.data(), u.data(), y.data(),
+                                c32.data(), P32.data(), z32.data(), G32.data(), S.data(), Lw.data(), Rw.data(), Ng, Cg, Dy, M, rk, h);
+        op::generator_backward<float>(GPU, gdu.ptr, nullptr, gdS.ptr, gdL.ptr, gdR.ptr, gscratch.ptr, gdg.ptr, gu.ptr, gy.ptr, sc.ptr, sP.ptr, sz.ptr,
+                                      sG.ptr, gS.ptr, gL.ptr, gR.ptr, Ng, Cg, Dy, M, rk, h);
+        check_close("generator du (no dy)", du, down(gdu, du.size()));
+        check_close("generator dS (no dy)", dS, down(gdS, dS.size()));
+        check_close("generator dL (no dy)", dL, down(gdL, dL.size()));
+        check_close("generator dR (no dy)", dR, down(gdR, dR.size()));
     }
 }
 
@@ -811,7 +925,161 @@ TEST_CASE("cuda kernels: kernel attention at head size 64 (> one warp of channel
     check_close("kernel_attention_backward dbd (hs 64)", dbd, down(gdbd, dbd.size()), 1e-5, 2e-4);
 }
 
+TEST_CASE("cuda kernels: ICLAA hybrid attention (softmax or feature similarity, FAVOR+ or elu+1, with and without a prompt term) and the streaming EMA" * GPU_CASE) {
+    REQUIRE_GPU();
+    const int T = 37, C = 24, NH = 3, hs = C / NH;
+    Rng r(3030);
+    const Vec qkv = rnd((size_t)T * 3 * C, r, -1.5, 1.5);
+    auto gqkv = up(qkv);
+    struct Variant { bool favor, bias; int kernel_sim; };
+    for (const Variant v : {Variant{true, true, 0}, Variant{true, false, 1}, Variant{true, true, 1}, Variant{false, true, 0}, Variant{false, false, 0}}) {
+        CAPTURE(v.favor);
+        CAPTURE(v.bias);
+        CAPTURE(v.kernel_sim);
+        const int m = v.favor ? 20 : hs;
+        const Vec omega = rnd((size_t)NH * m * hs, r, -1.5, 1.5), bkv = rnd((size_t)NH * m * hs, r), bd = rnd((size_t)NH * m, r, 0.5, 1.0),
+                  kappa = rnd(NH, r, -1.0, 1.0);
+        Vec out((size_t)T * C), lphi(iclaa_attention_scratch_size(T, NH, m));
+        icl::iclaa_attention_forward(out.data(), lphi.data(), qkv.data(), v.favor ? omega.data() : nullptr, v.bias ? bkv.data() : nullptr, bd.data(),
+                                     kappa.data(), v.kernel_sim, T, C, NH, m);
+        auto gout = poisoned(out.size());
+        auto glphi = up64(Vec(lphi.size(), 0.0)), gom = up64(omega), gbkv = up64(bkv), gbd = up64(bd), gkap = up64(kappa);
+        op::iclaa_attention_forward<float>(GPU, gout.ptr, glphi.ptr, gqkv.ptr, v.favor ? gom.ptr : nullptr, v.bias ? gbkv.ptr : nullptr, gbd.ptr,
+                                           gkap.ptr, v.kernel_sim, T, C, NH, m);
+        // both compute in double from the same float inputs (only the summation order of ‖x‖² and of the sums
+        // differs, ~1e-15 relative); the GPU then rounds to float: at most 2⁻²⁴ ≈ 6e-8 of each value
+        check_close("iclaa_attention_forward out", out, down(gout, out.size()), 1e-9, 1.2e-7);
+    }
+    // the EMA of y^ℓ: u = (1−γ)u + γy in double, y_used = (float)u
+    const int n = 13;
+    Vec u = rnd(n, r), y = rnd(n, r), yuse(n);
+    auto gu = up64(u);
+    auto gy = up(y), gyuse = poisoned(n);
+    icl::ema_step(u.data(), yuse.data(), y.data(), 0.3, n);
+    op::ema_step<float>(GPU, gu.ptr, gyuse.ptr, gy.ptr, 0.3, n);
+    check_close("ema_step u", u, down64(gu, n), 1e-15, 1e-15);  // one fused multiply-add at most apart
+    check_close("ema_step y_used", yuse, down(gyuse, n), 1e-9, 1.2e-7);
+}
+
 // ================================ whole models (need a GPU) ================================
+
+TEST_CASE("cuda models: the CGT's parallel inference modes (frozen, frozen with context, EMA, transplanted y) and --fold from a GPU model" * GPU_CASE) {
+    REQUIRE_GPU();
+    set_tf32(false);
+    CGTConfig cc;
+    cc.L = 4; cc.ell = 2; cc.dx = 24; cc.NHx = 3; cc.dy = 8; cc.NHy = 2; cc.r = 2; cc.M = 3; cc.V = ARITH_VOCAB; cc.maxT = 40;
+    CGT<double> ref(cc, Device::cpu, 3);
+    CGT<float> gpu(cc, GPU, 3);
+    same_params(ref, gpu, 71, param_std(cc.dx));
+    ref.train_mode = gpu.train_mode = false;
+    const Batch bt = arith_window(3, 33, 19);
+    const std::vector<int> p = {4, 9, 15};
+    Rng r(72);
+    const Vec yinit = rnd((size_t)bt.B * cc.dy, r), yfix = rnd((size_t)bt.B * cc.dy, r);
+    auto modes = [&](auto& m) {
+        using real = std::remove_reference_t<decltype(*m.s.params.ptr)>;
+        Vec all;
+        auto add = [&](const std::vector<real>& v) { all.insert(all.end(), v.begin(), v.end()); };
+        int Ta = 0;
+        add(m.dynamic_y(bt));
+        add(m.frozen_outputs(bt, p, &Ta));
+        add(m.frozen_ctx_outputs(bt, p));
+        add(m.ema_outputs(bt, std::vector<real>(yinit.begin(), yinit.end()), 0.3));
+        add(m.transplant_outputs(bt, std::vector<real>(yfix.begin(), yfix.end())));
+        // folding for one ỹ: the x-only GPT's logits
+        GPT<real> g(m.cfg.x_config(), m.s.dev, 1);
+        m.fold_into(g, std::vector<real>(yfix.begin(), yfix.begin() + cc.dy));
+        g.forward(bt);
+        add(g.outputs());
+        return all;
+    };
+    check_close("CGT modes and the folded GPT (dynamic y, frozen, frozen+ctx, EMA, transplant, folded logits)", modes(ref), modes(gpu), 1e-5, 1e-3);
+}
+
+TEST_CASE("cuda models: streaming on the GPU = the same stream on the CPU (CGT's five inference modes, the kernel LM's recurrent form), "
+          "and ICLAA's hybrid forward and conversion on a GPU GPT" * GPU_CASE) {
+    REQUIRE_GPU();
+    set_tf32(false);
+    // ---- CGT: dynamic, frozen, frozen with context, EMA, transplanted y (spec §1.9), one sequence each
+    CGTConfig cc;
+    cc.L = 4; cc.ell = 2; cc.dx = 24; cc.NHx = 3; cc.dy = 8; cc.NHy = 2; cc.r = 2; cc.M = 3; cc.V = ARITH_VOCAB; cc.maxT = 40; cc.vae = true; cc.ln_gen = true;
+    CGT<double> cref(cc, Device::cpu, 3);
+    CGT<float> cgpu(cc, GPU, 3);
+    same_params(cref, cgpu, 31, param_std(cc.dx));
+    cref.train_mode = cgpu.train_mode = false;  // inference: the VAE's y = μ
+    const Batch bt = arith_window(1, 30, 17);
+    Rng r(32);
+    const Vec yinit = rnd(cc.dy, r), yfix = rnd(cc.dy, r);
+    auto five_modes = [&](auto& model) {
+        using real = std::remove_reference_t<decltype(*model.s.params.ptr)>;
+        CGTStream<real> st(model);
+        Vec rows;
+        auto feed = [&](int t0, int t1) {
+            for (int t = t0; t < t1; t++) {
+                const real* o = st.step(bt.tokens[t]);
+                rows.insert(rows.end(), o, o + cc.V);
+            }
+        };
+        st.reset(); feed(0, bt.T);                                  // 1 dynamic
+        st.reset(); feed(0, 7); st.freeze(false); feed(7, bt.T);    // 2 frozen after 7, prefix out of the context
+        st.reset(); feed(0, 7); st.freeze(true); feed(7, bt.T);     // 3 frozen, prefix kept
+        st.reset(); st.set_ema(std::vector<real>(yinit.begin(), yinit.end()), 0.3); feed(0, bt.T);  // 4 EMA
+        st.reset(); st.set_fixed_y(std::vector<real>(yfix.begin(), yfix.end())); feed(0, bt.T);      // 5 transplanted
+        const std::vector<real> yu = st.y_used();
+        rows.insert(rows.end(), yu.begin(), yu.end());
+        return rows;
+    };
+    const Vec cgt_cpu = five_modes(cref), cgt_gpu = five_modes(cgpu);
+    check_close("CGT streaming, five modes (logits rows, then y_used)", cgt_cpu, cgt_gpu, 1e-5, 1e-3);
+    // ---- kernel LM: 20 tokens from position 3 through the recurrent form, logits of every step and the final state
+    KernelLMConfig kc;
+    kc.L = 2; kc.C = 24; kc.NH = 2; kc.V = 19;
+    KernelLM<double> kref(kc, Device::cpu, 9);
+    KernelLM<float> kgpu(kc, GPU, 9);
+    same_params(kref, kgpu, 41, param_std(kc.C), [](const TensorSpec& sp, double* x) {
+        if (sp.name.find("attn.bd") != std::string::npos)  // b_D positive, as Σφ(k): denominators away from 0
+            for (int64_t k = 0; k < sp.numel(); k++) x[k] = 0.5 + std::fabs(x[k]) * 3;
+    });
+    std::vector<int> toks;
+    for (int i = 0; i < 20; i++) toks.push_back((int)r.below(kc.V));
+    auto kstream = [&](auto& model) {
+        using real = std::remove_reference_t<decltype(*model.s.params.ptr)>;
+        auto st = model.stream_start(3);
+        Vec rows;
+        for (int t : toks) {
+            const std::vector<real> lg = model.stream_step(st, t);
+            rows.insert(rows.end(), lg.begin(), lg.end());
+        }
+        std::vector<real> S, z;
+        model.stream_state(st, S, z);
+        rows.insert(rows.end(), S.begin(), S.end());
+        rows.insert(rows.end(), z.begin(), z.end());
+        return rows;
+    };
+    check_close("kernel LM streaming logits and state", kstream(kref), kstream(kgpu), 1e-5, 1e-3);
+    // ---- ICLAA on a GPT: the prompt folded into Performer bias terms on each device, then the input's logits
+    GPTConfig gc;
+    gc.L = 2; gc.C = 24; gc.NH = 3; gc.V = 30; gc.maxT = 64;
+    GPT<double> gref(gc, Device::cpu, 5);
+    GPT<float> ggpu(gc, GPU, 5);
+    same_params(gref, ggpu, 51, 0.3);
+    std::vector<int> prompt, input;
+    for (int i = 0; i < 12; i++) prompt.push_back((int)r.below(gc.V));
+    for (int i = 0; i < 9; i++) input.push_back((int)r.below(gc.V));
+    for (AttnSim sim : {AttnSim::softmax, AttnSim::kernel}) {
+        CAPTURE((int)sim);
+        const PerformerFeatures f(gc.L, gc.NH, gc.C / gc.NH, 32, FeatureKind::favor, true, 61);
+        IclaaBias bc(f), bg(f);
+        iclaa_convert(gref, f, bc, sim, prompt, 0);
+        iclaa_convert(ggpu, f, bg, sim, prompt, 0);
+        check_close("ICLAA bias kv (converted on each device)", bc.kv, bg.kv, 1e-5, 1e-3);
+        check_close("ICLAA bias d", bc.d, bg.d, 1e-5, 1e-3);
+        const std::vector<double> lc = iclaa_logits(gref, f, &bc, sim, input, 12);
+        const std::vector<float> lg = iclaa_logits(ggpu, f, &bg, sim, input, 12);
+        check_close("ICLAA logits with the prompt's bias terms", lc, Vec(lg.begin(), lg.end()), 1e-5, 1e-3);
+    }
+}
+
 
 TEST_CASE("cuda models: GPT forward + backward, CPU fp64 vs GPU fp32, every activation and gradient" * GPU_CASE) {
     REQUIRE_GPU();

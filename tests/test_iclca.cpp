@@ -577,9 +577,11 @@ TEST_CASE("ICLCA: bias = rebased recurrent state (§6.4), b_D delta > 0 and posi
     iclca_convert(m2, prompt, p0 + 30);  // another start position: same b_D
     const int m_ = c.hs();
     const size_t nS = (size_t)c.NH * m_ * m_, nz = (size_t)c.NH * m_;
+    std::vector<double> Sall, zall;
+    m.stream_state(st, Sall, zall);
     for (int l = 0; l < c.L; l++) {
         std::string h = "h." + std::to_string(l) + ".";
-        std::vector<double> S(st.S.begin() + l * nS, st.S.begin() + (l + 1) * nS), z(st.z.begin() + l * nz, st.z.begin() + (l + 1) * nz);
+        std::vector<double> S(Sall.begin() + l * nS, Sall.begin() + (l + 1) * nS), z(zall.begin() + l * nz, zall.begin() + (l + 1) * nz);
         double nS0 = 0;
         for (double x : S) nS0 += x * x;
         for (int hh = 0; hh < c.NH; hh++) rope_rows(&S[(size_t)hh * m_ * m_], m_, m_, -(double)M);

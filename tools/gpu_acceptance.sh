@@ -144,8 +144,11 @@ if want runs; then
     step "train_gpt arith on cuda --tf32 (T = 243)" $B/train_gpt --preset arith --steps 50 --device cuda --tf32 --out $o/arith_tf32
     step "train_cgt icl-mini on cuda" $B/train_cgt --preset icl-mini --steps 100 --device cuda --out $o/cgt
     step "train_gpt text on cuda" $B/train_gpt --preset bench --data data/text/notes.txt --device cuda --steps 50 --out $o/train_bench
-    expect_refusal "iclca e2 on cuda" $B/iclca e2 --preset tiny --device cuda --out $o/iclca
-    expect_refusal "duallens experiment on cuda" $B/duallens experiment --preset tiny --device cuda --out $o/duallens
+    step "iclca e1 on cuda (fp32 relerr on the GPU, fp64 on the CPU)" $B/iclca e1 --sizes 205k,2m --trials 5 --device cuda --out $o/iclca_e1
+    step "iclca e2 on cuda (trains, converts, generates)" $B/iclca e2 --preset tiny --device cuda --out $o/iclca_e2
+    step "iclca e4 on cuda (ICLAA hybrid attention)" $B/iclca e4 --layers 3 --width 64 --heads 4 --trials 3 --features 16,256,4096 --device cuda --out $o/iclca_e4
+    step "iclca bench on cuda" $B/iclca bench --Ms 0,256 --Ts 256,1024 --gen 32 --device cuda --out $o/iclca_bench
+    step "duallens experiment on cuda" $B/duallens experiment --preset tiny --device cuda --out $o/duallens
     expect_refusal "tint check on cuda" $B/tint check --device cuda --out $o/tint
     if command -v mpirun >/dev/null 2>&1; then
         step "mpirun -np 1 train_gpt on cuda" mpirun --allow-run-as-root -np 1 $B/train_gpt --preset tiny --steps 5 --device cuda --out $o/mpi1

@@ -26,6 +26,16 @@
 
 namespace icl {
 
+// The EMA of y^ℓ in streaming decode (spec §1.9 mode 4), one row, in double like CGT::ema_outputs:
+//   u = (1−γ)·u + γ·y ;  y_used = u rounded to real
+template <typename real>
+void ema_step(double* u, real* yuse, const real* y, double gamma, int n) {
+    for (int i = 0; i < n; i++) {
+        u[i] = (1 - gamma) * u[i] + gamma * (double)y[i];
+        yuse[i] = (real)u[i];
+    }
+}
+
 // out (N, Ca+Cb) = [a (N,Ca) | b (N,Cb)]
 template <typename real>
 void concat_forward(real* out, const real* a, const real* b, int N, int Ca, int Cb) {

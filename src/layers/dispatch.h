@@ -21,6 +21,7 @@
 #include "layers/generator.h"
 #include "layers/embedding.h"
 #include "layers/gelu.h"
+#include "layers/iclaa_attention.h"
 #include "layers/kernel_attention.h"
 #include "layers/kv_attention.h"
 #include "layers/layernorm.h"
@@ -256,6 +257,12 @@ void generator_backward(Device dev, real* du, real* dy, real* dS, real* dL, real
     icl::generator_backward(du, dy, dS, dL, dR, scratch, dout, u, y, c, P, z, G, S, Lw, Rw, N, C, Dy, M, r, h);
 }
 template <typename real>
+void ema_step(Device dev, double* u, real* yuse, const real* y, double gamma, int n) {
+    OpTimer timer_("ema step", dev);
+    ON_GPU(ema_step(u, yuse, y, gamma, n));
+    icl::ema_step(u, yuse, y, gamma, n);
+}
+template <typename real>
 void concat_forward(Device dev, real* out, const real* a, const real* b, int N, int Ca, int Cb) {
     OpTimer timer_("concat fwd", dev);
     ON_GPU(concat_forward(out, a, b, N, Ca, Cb));
@@ -361,6 +368,14 @@ void kernel_attention_step(Device dev, real* out, real* S, real* z, const real* 
     OpTimer timer_("kernel attention step", dev);
     ON_GPU(kernel_attention_step(out, S, z, qkv, pos, C, NH, eps));
     icl::kernel_attention_step(out, S, z, qkv, pos, C, NH, eps);
+}
+// ---- ICLAA's hybrid attention: exact softmax + the prompt's random-feature term (src/layers/iclaa_attention.h) ----
+template <typename real>
+void iclaa_attention_forward(Device dev, real* out, double* lphi, const real* qkv, const double* omega, const double* bkv, const double* bd,
+                             const double* kappa, int kernel_sim, int T, int C, int NH, int m) {
+    OpTimer timer_("iclaa attention fwd", dev);
+    ON_GPU(iclaa_attention_forward(out, lphi, qkv, omega, bkv, bd, kappa, kernel_sim, T, C, NH, m));
+    icl::iclaa_attention_forward(out, lphi, qkv, omega, bkv, bd, kappa, kernel_sim, T, C, NH, m);
 }
 // ---- single-query softmax attention against a KV cache (token-by-token decoding; src/layers/kv_attention.h) ----
 template <typename real>

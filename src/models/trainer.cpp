@@ -46,6 +46,13 @@ void add_adamw_flags(Cli& cli) {
     cli.flag("--adam-eps", "1e-8", "AdamW epsilon (added to sqrt(v); --eps is the kernel LM's and TinT's own)");
 }
 
+void refuse_processes_on_gpu(Device dev) {
+    const int R = comm().size;
+    if (R > 1 && dev != Device::cpu)
+        fail(strfmt("%d processes on %s: the gradients would need NCCL between GPUs, which is not implemented yet; train on the CPU (--device cpu) "
+                    "or in one process", R, device_name(dev)));
+}
+
 AdamWConfig adamw_from_cli(const Cli& cli) {
     AdamWConfig a;
     a.beta1 = (float)cli.get_double("--beta1", 0, 0.999999);

@@ -89,6 +89,9 @@ void add_adamw_flags(Cli& cli);
 void add_grad_accum_flag(Cli& cli);
 int grad_accum_from_cli(const Cli& cli);
 AdamWConfig adamw_from_cli(const Cli& cli);
+// Several processes sum their gradients in host buffers (engine/comm.h): a model on a GPU would need NCCL, not
+// implemented yet. Fails with one line when this process is one of several and dev is not the CPU.
+void refuse_processes_on_gpu(Device dev);
 
 // --resume CKPT, right after cli.parse(): every flag of the resumed run comes from the checkpoint (Cli::inherit;
 // only the flags of kResumeMayChange may be given with another value), --out defaults to the checkpoint's folder,
@@ -226,9 +229,7 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
     const Comm& world = comm();
     const int K = std::max(1, o.grad_accum), R = world.size, mine = world.rank * K;  // this rank's micro-batches: mine … mine+K−1
     if (R > 1) {
-        if (m.s.dev != Device::cpu)
-            fail(strfmt("%d processes on %s: the gradients would need NCCL between GPUs, which is not implemented yet; train on the CPU (--device cpu) "
-                        "or in one process", R, device_name(m.s.dev)));
+        refuse_processes_on_gpu(m.s.dev);
         if (!o.dump_dir.empty()) fail_usage("--dump-npy: dumps one batch's step; not with several processes");
         comm_broadcast(m.s.params.ptr, m.s.ptable.total * sizeof(*m.s.params.ptr), 0);  // every rank starts from rank 0's parameters
         const double mb = m.s.ptable.total * sizeof(*m.s.params.ptr) / 1e6;

@@ -223,8 +223,9 @@ private:
 // One sequence, one token per step(): every x block keeps the [q|k|v] rows of the tokens in its context
 // (x cache, (maxT,3d_x) per block), every dual block the y stream's (y cache, (maxT,3d_y)); a step appends the
 // token's rows and attends with one query against the cache (layers/kv_attention.h). Everything else is the
-// existing layers (layernorm, matmul, generator, concat, gelu, residual) on one row. Inference: the VAE's
-// y_used = μ = y^ℓ (eval). CPU models only (the single-query attention has no CUDA kernel).
+// existing layers (layernorm, matmul, generator, concat, gelu, residual) on one row, through op:: on the model's
+// device: the caches, the EMA state and every row live there, and a step moves only its token id and position in
+// (a d_in vector for step_vector) and its output row out. Inference: the VAE's y_used = μ = y^ℓ (eval).
 //
 // What the generators read (the y "source") selects the inference mode:
 //   dynamic     y_used of the token's own y stream                                 mode 1
@@ -251,10 +252,10 @@ struct CGTStream {
     YSource source() const { return src_; }
     int position() const { return next_pos_; }             // the next step's default position
     int context() const { return nx_; }                     // tokens in the x caches
-    const std::vector<real>& y_used() const { return yuse_; }  // what the last step's generators read (d_y)
+    std::vector<real> y_used() const;                      // what the last step's generators read (d_y), on the host
 
 private:
-    struct Site { std::vector<real> ln, mean, rstd, mix, c, P, z, G; };  // one LN + mix site, one row
+    struct Site { Buffer<real> ln, mean, rstd, mix, c, P, z, G; };  // one LN + mix site, one row
     const real* run(const int* token, const real* v, int pos);
     void block_step(const std::string& p, const BlockShape& k, real* x, real* cache, int n, const real* y, const real* ux1,
                     const real* ux2, Site& s1, Site& s2);
@@ -264,12 +265,14 @@ private:
     YSource src_ = YSource::dynamic;
     double gamma_ = 0;
     int nx_ = 0, ny_ = 0, next_pos_ = 0;
-    std::vector<std::vector<real>> xcache_, ycache_;        // per block (maxT,3d_x) / per dual block (maxT,3d_y)
+    std::vector<Buffer<real>> xcache_, ycache_;             // per block (maxT,3d_x) / per dual block (maxT,3d_y)
     std::vector<Site> xs1_, xs2_;                           // per x block: its LN1/LN2 sites (the y stream reads them)
     Site ys1_, ys2_;
-    std::vector<real> x_, y_, yuse_, lnf_, mean_, rstd_, out_, qkv_, atty_, att_, proj_, fch_, fchg_;
-    std::vector<real> yl_, yl_stat_;  // y^ℓ of this token (--ln-gen: LN(y)) and its mean, rstd
-    std::vector<double> ema_;
+    Buffer<real> x_, y_, yuse_, lnf_, mean_, rstd_, out_, atty_, att_, proj_, fch_, fchg_, vin_;
+    Buffer<real> yl_, yl_stat_;  // y^ℓ of this token (--ln-gen: LN(y)) and its mean, rstd
+    Buffer<double> ema_;         // the EMA state u (d_y), in double
+    Buffer<int> ids_;            // (2): this step's [token, position]
+    std::vector<real> out_host_; // the output row of the last step, on the host
 };
 
 }  // namespace icl

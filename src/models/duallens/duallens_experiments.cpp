@@ -311,11 +311,13 @@ int cmd_experiment(const Cli& cli) {
     if (models.empty() || noises.empty()) fail_usage("--models / --noises: empty list");
     if (width % heads) fail_usage(strfmt("--heads: must divide --width %d, got %d", width, heads));
     const std::vector<Config> configs = sweep(fams);
+    const Device dev = parse_device(cli.get("--device"));  // every trained model lives there
+    refuse_processes_on_gpu(dev);
     const bool retab = cli.has_value("--retabulate");
     std::string dir = retab ? cli.get("--retabulate") : subcommand_run_dir(cli, "duallens", "experiment");
     const int total = (int)(models.size() * noises.size() * configs.size() * seeds);
     std::fprintf(stderr, "duallens experiment: %zu model(s) x %zu noise level(s) x %zu configurations x %d seeds = %d runs of %d steps (batch %d), "
-                         "%d threads; run dir %s\n", models.size(), noises.size(), configs.size(), seeds, total, steps, B, omp_get_max_threads(), dir.c_str());
+                         "%s, %d threads; run dir %s\n", models.size(), noises.size(), configs.size(), seeds, total, steps, B, device_name(dev), omp_get_max_threads(), dir.c_str());
     // (model, noise, config) → test nMSE per seed;  and the mean learning curves
     std::map<std::string, std::vector<double>> results;
     std::map<std::string, std::vector<double>> curves_mean;
@@ -381,12 +383,12 @@ int cmd_experiment(const Cli& cli) {
                         hc.sim_cols = task.d;
                         hc.mod = c.mod;
                         hc.init_std = (float)init_std;
-                        m.m1 = std::make_unique<OneHead<float>>(hc, Device::cpu, seed);
+                        m.m1 = std::make_unique<OneHead<float>>(hc, dev, seed);
                     } else {
                         GPTConfig gc;
                         gc.L = 1; gc.C = width; gc.NH = heads; gc.V = 0; gc.maxT = task.T(); gc.d_in = task.d + 1; gc.d_out = 1;
                         gc.mod = c.mod;
-                        m.m2 = std::make_unique<GPT<float>>(gc, Device::cpu, seed);
+                        m.m2 = std::make_unique<GPT<float>>(gc, dev, seed);
                     }
                     Rng train_rng(seed * 31 + 7 + (uint64_t)(noise * 1000));
                     const int R = comm().size, mine = comm().rank * accum;  // this process's micro-batches: mine … mine+accum−1

@@ -8,10 +8,8 @@
 
 #include "engine/common.h"
 #include "engine/rng.h"
-#include "layers/embedding.h"
-#include "layers/gelu.h"
-#include "layers/layernorm.h"
-#include "layers/matmul.h"
+#include "layers/dispatch.h"
+#include "layers/iclaa_attention.h"
 
 namespace icl {
 
@@ -59,21 +57,7 @@ PerformerFeatures::PerformerFeatures(int L_, int NH_, int hs_, int m_, FeatureKi
 }
 
 void PerformerFeatures::log_phi(double* lphi, const double* x, int l, int h) const {
-    if (kind == FeatureKind::elu1) {  // log(elu(x)+1): log(1+x) for x > 0, x otherwise
-        for (int r = 0; r < m; r++) lphi[r] = x[r] > 0 ? std::log1p(x[r]) : x[r];
-        return;
-    }
-    // log φ_r(x) = ω_r·x' − ‖x'‖²/2 − ½ log m,   x' = x / hs^{1/4}
-    const double sc = std::pow((double)hs, -0.25);
-    double n2 = 0;
-    for (int k = 0; k < hs; k++) n2 += (x[k] * sc) * (x[k] * sc);
-    const double base = -0.5 * n2 - 0.5 * std::log((double)m);
-    const double* W = &omega[((size_t)l * NH + h) * m * hs];
-    for (int r = 0; r < m; r++) {
-        double dot = 0;
-        for (int k = 0; k < hs; k++) dot += W[(size_t)r * hs + k] * x[k];
-        lphi[r] = dot * sc + base;
-    }
+    iclaa_log_phi(lphi, x, kind == FeatureKind::elu1 ? nullptr : &omega[((size_t)l * NH + h) * m * hs], hs, m);
 }
 
 IclaaBias::IclaaBias(const PerformerFeatures& f) : L(f.L), NH(f.NH), hs(f.hs), m(f.m) {
@@ -82,127 +66,63 @@ IclaaBias::IclaaBias(const PerformerFeatures& f) : L(f.L), NH(f.NH), hs(f.hs), m
     kappa.assign((size_t)L * NH, kNegInf);
 }
 
-namespace {
-
-// One layer's hybrid causal attention for one sequence. qkv (T,3C) → out (T,C). Per head h and query i:
-//   μ = max( max_{j<=i} s_ij , κ + max_r log φ_r(q_i) )
-//   out_i = [Σ_j e^{s_ij−μ} v_j + Σ_r e^{log φ_r(q_i)+κ−μ} kv_r] / [Σ_j e^{s_ij−μ} + Σ_r e^{log φ_r(q_i)+κ−μ} d_r]
-// with s_ij = q_i·k_j/√hs (softmax) or log Σ_r φ_r(q_i)φ_r(k_j) (kernel: the approximated model).
-template <typename real>
-void hybrid_attention(real* out, const real* qkv, const PerformerFeatures& f, const IclaaBias* bias, AttnSim sim, int l, int T,
-                      int C, int NH) {
-    const int hs = C / NH, m = f.m;
-    const bool use_bias = bias && !bias->empty();
-    const bool need_phi = use_bias || sim == AttnSim::kernel;
-#pragma omp parallel for schedule(static) if (par::use_threads((double)NH * T * T * (need_phi ? m : hs)))
-    for (int h = 0; h < NH; h++) {
-        std::vector<double> q((size_t)T * hs), k((size_t)T * hs), v((size_t)T * hs), lq, lk, s(T), num(hs);
-        for (int t = 0; t < T; t++)
-            for (int c = 0; c < hs; c++) {
-                q[(size_t)t * hs + c] = (double)qkv[(size_t)t * 3 * C + h * hs + c];
-                k[(size_t)t * hs + c] = (double)qkv[(size_t)t * 3 * C + C + h * hs + c];
-                v[(size_t)t * hs + c] = (double)qkv[(size_t)t * 3 * C + 2 * C + h * hs + c];
-            }
-        if (need_phi) {
-            lq.resize((size_t)T * m);
-            for (int t = 0; t < T; t++) f.log_phi(&lq[(size_t)t * m], &q[(size_t)t * hs], l, h);
-        }
-        if (sim == AttnSim::kernel) {
-            lk.resize((size_t)T * m);
-            for (int t = 0; t < T; t++) f.log_phi(&lk[(size_t)t * m], &k[(size_t)t * hs], l, h);
-        }
-        const double scale = 1.0 / std::sqrt((double)hs);
-        const double kap = use_bias ? bias->kappa[(size_t)l * NH + h] : kNegInf;
-        const double* bkv = use_bias ? &bias->kv[((size_t)l * NH + h) * m * hs] : nullptr;
-        const double* bd = use_bias ? &bias->d[((size_t)l * NH + h) * m] : nullptr;
-        for (int i = 0; i < T; i++) {
-            const double* qi = &q[(size_t)i * hs];
-            double mu = kNegInf;
-            for (int j = 0; j <= i; j++) {
-                double sij;
-                if (sim == AttnSim::softmax) {
-                    sij = 0;
-                    for (int c = 0; c < hs; c++) sij += qi[c] * k[(size_t)j * hs + c];
-                    sij *= scale;
-                } else {  // log Σ_r exp(lq_r + lk_r)
-                    const double* a = &lq[(size_t)i * m];
-                    const double* b = &lk[(size_t)j * m];
-                    double mx = kNegInf;
-                    for (int r = 0; r < m; r++) mx = std::max(mx, a[r] + b[r]);
-                    double acc = 0;
-                    for (int r = 0; r < m; r++) acc += std::exp(a[r] + b[r] - mx);
-                    sij = mx + std::log(acc);
-                }
-                s[j] = sij;
-                mu = std::max(mu, sij);
-            }
-            const double* lqi = need_phi ? &lq[(size_t)i * m] : nullptr;
-            if (use_bias) {
-                double mx = kNegInf;
-                for (int r = 0; r < m; r++) mx = std::max(mx, lqi[r]);
-                mu = std::max(mu, mx + kap);
-            }
-            std::fill(num.begin(), num.end(), 0.0);
-            double den = 0;
-            for (int j = 0; j <= i; j++) {
-                const double w = std::exp(s[j] - mu);
-                den += w;
-                for (int c = 0; c < hs; c++) num[c] += w * v[(size_t)j * hs + c];
-            }
-            if (use_bias)
-                for (int r = 0; r < m; r++) {
-                    const double w = std::exp(lqi[r] + kap - mu);
-                    den += w * bd[r];
-                    for (int c = 0; c < hs; c++) num[c] += w * bkv[(size_t)r * hs + c];
-                }
-            for (int c = 0; c < hs; c++) out[(size_t)i * C + h * hs + c] = (real)(num[c] / den);
-        }
-    }
-}
-
-}  // namespace
-
 template <typename real>
 std::vector<real> iclaa_logits(GPT<real>& g, const PerformerFeatures& f, const IclaaBias* bias, AttnSim sim,
                                const std::vector<int>& tokens, int p0, std::vector<std::vector<double>>* capture) {
     const GPTConfig& c = g.cfg;
-    if (g.s.dev != Device::cpu) fail("ICLAA: the hybrid forward runs on the CPU only");
     if (c.d_in > 0 || c.d_out > 0) fail("ICLAA needs a token GPT with its tied LM head");
     if (f.L != c.L || f.NH != c.NH || f.hs != c.C / c.NH)
         fail(strfmt("ICLAA: features for L=%d NH=%d hs=%d do not fit the GPT (L=%d NH=%d hs=%d)", f.L, f.NH, f.hs, c.L, c.NH, c.C / c.NH));
     if (bias && (bias->L != f.L || bias->NH != f.NH || bias->m != f.m)) fail("ICLAA: bias terms and features disagree in shape");
-    const int T = (int)tokens.size(), C = c.C, V = c.V;
+    const int T = (int)tokens.size(), C = c.C, V = c.V, NH = c.NH, hs = C / NH, m = f.m;
     if (T < 1) fail("ICLAA: empty sequence");
     if (p0 < 0 || p0 + T > c.maxT) fail(strfmt("ICLAA: positions %d..%d outside the GPT's [0, %d)", p0, p0 + T - 1, c.maxT));
     for (int t : tokens) if (t < 0 || t >= V) fail(strfmt("token id %d outside the vocabulary [0, %d)", t, V));
+    const Device dev = g.s.dev;
+    const bool use_bias = bias && !bias->empty(), favor = f.kind == FeatureKind::favor;
+    const size_t per_om = (size_t)NH * m * hs;
+    // everything on g's device: the token and position ids, one layer's features and prompt terms at a time
     std::vector<int> pos(T);
     for (int t = 0; t < T; t++) pos[t] = p0 + t;
-    std::vector<real> x((size_t)T * C), u((size_t)T * C), qkv((size_t)T * 3 * C), atty((size_t)T * C), tmp((size_t)T * C),
-        fch((size_t)T * 4 * C), fg((size_t)T * 4 * C), mean(T), rstd(T), logits((size_t)T * V);
+    Buffer<int> d_tok(dev, T), d_pos(dev, T);
+    device_copy(dev, d_tok.ptr, tokens.data(), T * sizeof(int), Copy::host_to_device);
+    device_copy(dev, d_pos.ptr, pos.data(), T * sizeof(int), Copy::host_to_device);
+    Buffer<real> x(dev, (size_t)T * C), u(dev, (size_t)T * C), qkv(dev, (size_t)T * 3 * C), atty(dev, (size_t)T * C),
+        tmp(dev, (size_t)T * C), fch(dev, (size_t)T * 4 * C), fg(dev, (size_t)T * 4 * C), mean(dev, T), rstd(dev, T), logits(dev, (size_t)T * V);
+    Buffer<double> lphi(dev, iclaa_attention_scratch_size(T, NH, m)), om(dev, favor ? per_om : 0), bkv(dev, use_bias ? per_om : 0),
+        bd(dev, use_bias ? (size_t)NH * m : 0), kap(dev, use_bias ? NH : 0);
+    auto up = [&](Buffer<double>& dst, const std::vector<double>& src, size_t off) {
+        if (dst.n) device_copy(dev, dst.ptr, src.data() + off * dst.n, dst.n * sizeof(double), Copy::host_to_device);
+    };
     auto P = [&](const std::string& n) { return (const real*)g.s.param(n); };
-    auto add = [&](const std::vector<real>& y) { for (size_t i = 0; i < x.size(); i++) x[i] += y[i]; };
     // x = wte[tok] + wpe[pos]
-    encoder_forward(x.data(), tokens.data(), pos.data(), P("wte"), P("wpe"), 1, T, C, V, c.maxT);
+    op::encoder_forward(dev, x.ptr, d_tok.ptr, d_pos.ptr, P("wte"), P("wpe"), 1, T, C, V, c.maxT);
     if (capture) capture->assign(c.L, {});
     for (int l = 0; l < c.L; l++) {
         const std::string h = "h." + std::to_string(l) + ".";
         // x = x + attn(LN1(x))·Woᵀ + bo     (attention: exact softmax + approximate prompt bias)
-        layernorm_forward(u.data(), mean.data(), rstd.data(), x.data(), P(h + "ln1.w"), P(h + "ln1.b"), T, C);
-        matmul_forward(qkv.data(), u.data(), P(h + "attn.qkv.w"), P(h + "attn.qkv.b"), T, C, 3 * C);
-        if (capture) (*capture)[l].assign(qkv.begin(), qkv.end());
-        hybrid_attention(atty.data(), qkv.data(), f, bias, sim, l, T, C, c.NH);
-        matmul_forward(tmp.data(), atty.data(), P(h + "attn.proj.w"), P(h + "attn.proj.b"), T, C, C);
-        add(tmp);
+        op::layernorm_forward(dev, u.ptr, mean.ptr, rstd.ptr, x.ptr, P(h + "ln1.w"), P(h + "ln1.b"), T, C);
+        op::matmul_forward(dev, qkv.ptr, u.ptr, P(h + "attn.qkv.w"), P(h + "attn.qkv.b"), T, C, 3 * C);
+        if (capture) {
+            const std::vector<real> q = g.s.to_host(qkv, 0, qkv.n);
+            (*capture)[l].assign(q.begin(), q.end());
+        }
+        up(om, f.omega, l);
+        if (use_bias) { up(bkv, bias->kv, l); up(bd, bias->d, l); up(kap, bias->kappa, l); }
+        op::iclaa_attention_forward(dev, atty.ptr, lphi.ptr, qkv.ptr, favor ? om.ptr : nullptr, use_bias ? bkv.ptr : nullptr, bd.ptr, kap.ptr,
+                                    sim == AttnSim::kernel ? 1 : 0, T, C, NH, m);
+        op::matmul_forward(dev, tmp.ptr, atty.ptr, P(h + "attn.proj.w"), P(h + "attn.proj.b"), T, C, C);
+        op::residual_forward(dev, x.ptr, x.ptr, tmp.ptr, (int64_t)T * C);
         // x = x + GELU(LN2(x)·W1ᵀ + b1)·W2ᵀ + b2
-        layernorm_forward(u.data(), mean.data(), rstd.data(), x.data(), P(h + "ln2.w"), P(h + "ln2.b"), T, C);
-        matmul_forward(fch.data(), u.data(), P(h + "mlp.fc.w"), P(h + "mlp.fc.b"), T, C, 4 * C);
-        gelu_forward(fg.data(), fch.data(), (size_t)T * 4 * C);
-        matmul_forward(tmp.data(), fg.data(), P(h + "mlp.proj.w"), P(h + "mlp.proj.b"), T, 4 * C, C);
-        add(tmp);
+        op::layernorm_forward(dev, u.ptr, mean.ptr, rstd.ptr, x.ptr, P(h + "ln2.w"), P(h + "ln2.b"), T, C);
+        op::matmul_forward(dev, fch.ptr, u.ptr, P(h + "mlp.fc.w"), P(h + "mlp.fc.b"), T, C, 4 * C);
+        op::gelu_forward(dev, fg.ptr, fch.ptr, (int64_t)T * 4 * C);
+        op::matmul_forward(dev, tmp.ptr, fg.ptr, P(h + "mlp.proj.w"), P(h + "mlp.proj.b"), T, 4 * C, C);
+        op::residual_forward(dev, x.ptr, x.ptr, tmp.ptr, (int64_t)T * C);
     }
-    layernorm_forward(u.data(), mean.data(), rstd.data(), x.data(), P("lnf.w"), P("lnf.b"), T, C);
-    matmul_forward(logits.data(), u.data(), P("wte"), (const real*)nullptr, T, C, V);  // tied head
-    return logits;
+    op::layernorm_forward(dev, u.ptr, mean.ptr, rstd.ptr, x.ptr, P("lnf.w"), P("lnf.b"), T, C);
+    op::matmul_forward(dev, logits.ptr, u.ptr, P("wte"), (const real*)nullptr, T, C, V);  // tied head
+    return g.s.to_host(logits, 0, logits.n);
 }
 
 template <typename real>

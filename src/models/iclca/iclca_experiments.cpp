@@ -63,6 +63,9 @@ std::vector<int> tokenize(const std::string& text, int V) {
 }
 
 
+// --device: every model of a subcommand lives there (the fp64 arms of e1 stay on the CPU: the CUDA backend is fp32).
+static Device run_device(const Cli& cli) { return parse_device(cli.get("--device")); }
+
 // ---- induction evaluation: accuracy at the scored positions (spec §7) -------------------------------
 // Besides the accuracies, the logits themselves at the input positions: the converted model's against the
 // prompted one's (the conversion is exact in real arithmetic: only fp32 rounding may separate them) and the
@@ -213,7 +216,7 @@ int cmd_train(const Cli& cli) {
     const KernelLMConfig c = kernel_lm_config(cli, task_vocab(task), task);
     const std::string dir = subcommand_run_dir(cli, "iclca", "train-" + task);
     const std::string save = cli.has_value("--save") ? cli.get("--save") : dir + "/model.safetensors";
-    KernelLM<float> m(c, Device::cpu, seed);
+    KernelLM<float> m(c, run_device(cli), seed);
     if (cli.has_value("--load")) m.s.load(cli.get("--load"));  // --resume loads in train()
     std::fprintf(stderr, "iclca train: %s, %lld parameters (L=%d C=%d NH=%d), T=%d, batch %d, %d steps, run dir %s\n", task.c_str(),
                  (long long)c.num_params(), c.L, c.C, c.NH, T, B, steps, dir.c_str());
@@ -252,7 +255,7 @@ int cmd_eval(const Cli& cli) {
     const int nb = (int)cli.get_int("--eval-batches", 1, 1 << 20);
     const std::string path = cli.get("--load");
     const KernelLMConfig c = kernel_lm_config(cli, task_vocab(task), task);
-    KernelLM<float> m(c, Device::cpu, seed);
+    KernelLM<float> m(c, run_device(cli), seed);
     m.s.load(path);
     const int p0 = checkpoint_p0(path, c);
     if ((int64_t)p0 + T > c.maxT) fail_usage(strfmt("--seq %d: positions from %d would pass the model's max position %d", T, p0, c.maxT));
@@ -285,7 +288,7 @@ int cmd_generate(const Cli& cli) {
     if (!cli.has_value("--prompt")) fail_usage("generate needs --prompt TEXT|FILE (the text to continue)");
     const std::string path = cli.get("--load");
     const KernelLMConfig c = kernel_lm_config(cli, 0, "");
-    KernelLM<float> m(c, Device::cpu, 1);
+    KernelLM<float> m(c, run_device(cli), 1);
     m.s.load(path);
     const int p0 = checkpoint_p0(path, c);
     const std::vector<int> prompt = tokenize(prompt_text(cli), c.V);
@@ -304,7 +307,7 @@ int cmd_convert(const Cli& cli) {
     if (!cli.has_value("--save")) fail_usage("convert needs --save CKPT2");
     const KernelLMConfig c = kernel_lm_config(cli, 0, "");  // --load's architecture (architecture flags refused)
     const CheckpointInfo ci = read_checkpoint_metadata(cli.get("--load"));
-    KernelLM<float> m(c, Device::cpu, 1);
+    KernelLM<float> m(c, run_device(cli), 1);
     m.s.load(cli.get("--load"));
     std::vector<int> prompt = tokenize(prompt_text(cli), c.V);
     const int p0 = (int)cli.get_int("--p0", 0, c.maxT - 1);
@@ -333,8 +336,8 @@ struct SizeSpec { std::string name; int L, C, NH; };
 // conversion must add to what is there, not just fill zeros — a random prompt of M and input of N tokens.
 // b_KV ~ N(0, 1) and b_D ~ U(0, 1) (b_D positive like the Σφ(k) it stands for: the denominator stays positive).
 template <typename real>
-void e1_trial(const KernelLMConfig& c, uint64_t seed, int M, int N, double& err_conv, double& err_noicl) {
-    KernelLM<real> m(c, Device::cpu, seed);
+void e1_trial(const KernelLMConfig& c, Device dev, uint64_t seed, int M, int N, double& err_conv, double& err_noicl) {
+    KernelLM<real> m(c, dev, seed);
     Rng r(seed * 31 + 7);
     for (int l = 0; l < c.L; l++)
         for (const char* b : {"attn.bkv", "attn.bd"}) {
@@ -405,10 +408,10 @@ int cmd_e1(const Cli& cli) {
         for (int t = 0; t < trials; t++) {
             const int M = Mlo + (int)lengths.below((uint64_t)(Mhi - Mlo + 1)), N = Nlo + (int)lengths.below((uint64_t)(Nhi - Nlo + 1));
             double a, b;
-            e1_trial<float>(c, 1000 + t, M, N, a, b);
+            e1_trial<float>(c, run_device(cli), 1000 + t, M, N, a, b);
             v32.push_back(a);
             vn.push_back(b);
-            if (t < t64) { e1_trial<double>(c, 1000 + t, M, N, a, b); v64.push_back(a); }
+            if (t < t64) { e1_trial<double>(c, Device::cpu, 1000 + t, M, N, a, b); v64.push_back(a); }
         }
         // mean ± t95(n−1)·se: a 95% interval of the mean over pairs ("±–" for a single pair)
         const MeanSE m32 = mean_se(v32), m64 = mean_se(v64), mn = mean_se(vn);
@@ -444,7 +447,7 @@ int cmd_e2(const Cli& cli) {
     for (int sd = 0; sd < seeds; sd++) {
         const std::string sub = seeds > 1 ? strfmt("%s/seed%d", dir.c_str(), sd + 1) : dir;
         if (seeds > 1) make_dirs(sub);
-        KernelLM<float> m(kernel_lm_config(cli, INDUCTION_VOCAB, "induction"), Device::cpu, seed + sd);  // --load's architecture
+        KernelLM<float> m(kernel_lm_config(cli, INDUCTION_VOCAB, "induction"), run_device(cli), seed + sd);  // --load's architecture
         cfg = m.cfg;
         if (cli.has_value("--load")) {
             m.s.load(cli.get("--load"));
@@ -515,7 +518,7 @@ int cmd_e3(const Cli& cli) {
                 KernelLMConfig c = kernel_lm_config_from_cli(cli, INDUCTION_VOCAB);
                 c.bias = bias;
                 // same seed for both arms: identical weights at init (the biases start at zero) and the same data
-                KernelLM<float> m(c, Device::cpu, 1 + sd);
+                KernelLM<float> m(c, run_device(cli), 1 + sd);
                 make_dirs(sub_dir(bias, sd));
                 train_induction(m, cli, sub_dir(bias, sd), 1 + sd, steps, T, "", strfmt("E3 %s seed %d", bias ? "bias" : "no bias", sd + 1));
             }
@@ -623,7 +626,7 @@ int cmd_e4(const Cli& cli) {
     std::string dir = subcommand_run_dir(cli, "iclca", "e4");
     const int hs = gc.C / gc.NH;
     auto make_model = [&](int t) {
-        GPT<float> g(gc, Device::cpu, seed + 1000 + t);
+        GPT<float> g(gc, run_device(cli), seed + 1000 + t);
         if (hf) {
             pretrained_load(g, source);
         } else if (cli.has_value("--load")) {
@@ -631,9 +634,11 @@ int cmd_e4(const Cli& cli) {
         } else {
             // q·k/√hs has std ≈ C σ² for LN'd inputs: σ = √(astd / C) gives logits of std ≈ astd
             Rng r(seed * 7 + 31 + t);
+            std::vector<float> w((size_t)3 * gc.C * gc.C);
             for (int l = 0; l < gc.L; l++) {
                 const std::string n = "h." + std::to_string(l) + ".attn.qkv.w";
-                fill_normal(g.s.param(n), (size_t)3 * gc.C * gc.C, r, 0.0, std::sqrt(astd / gc.C));
+                fill_normal(w.data(), w.size(), r, 0.0, std::sqrt(astd / gc.C));
+                g.s.upload(g.s.params, g.s.ptable.offset(n), w.data(), w.size());
             }
         }
         return g;
@@ -715,11 +720,11 @@ int cmd_bench(const Cli& cli) {
     const int gen = (int)cli.get_int("--gen", 1, 1 << 20);
     std::vector<int64_t> Ms = cli.get_int_list("--Ms", 0, 1 << 20), Ts = cli.get_int_list("--Ts", 2, 1 << 20);
     c.maxT = 1 << 20;
-    KernelLM<float> m(c, Device::cpu, 1);
+    KernelLM<float> m(c, run_device(cli), 1);
     std::vector<float> orig = m.s.to_host(m.s.params, 0, m.s.ptable.total);
     Rng r(1);
-    std::printf("bench (a): inference per request = the prompt (M tokens) + %d greedy tokens; L=%d C=%d NH=%d, %d threads\n", gen, c.L, c.C,
-                c.NH, omp_get_max_threads());
+    std::printf("bench (a): inference per request = the prompt (M tokens) + %d greedy tokens; L=%d C=%d NH=%d, %s, %d threads\n", gen, c.L, c.C,
+                c.NH, device_description(m.s.dev).c_str(), omp_get_max_threads());
     std::printf("  %6s | %14s %14s %12s | %14s %14s %12s | %10s\n", "M", "prompted ms/tok", "prefill ms", "act. MiB", "converted ms/tok",
                 "state KiB", "act. MiB", "convert ms");
     TextOut csv(dir + "/inference.csv", csv_provenance_comment());
@@ -779,15 +784,15 @@ int cmd_bench(const Cli& cli) {
         Batch bt;
         bt.B = 1; bt.T = (int)T;
         for (int t = 0; t < T; t++) { bt.tokens.push_back((int)br.below(c.V)); bt.targets.push_back((int)br.below(c.V)); bt.mask.push_back(1); }
-        KernelLM<float> km(c, Device::cpu, 1);
+        KernelLM<float> km(c, run_device(cli), 1);
         GPTConfig gc;
         gc.L = c.L; gc.C = c.C; gc.NH = c.NH; gc.V = c.V; gc.maxT = (int)T;
-        GPT<float> gm(gc, Device::cpu, 1);
+        GPT<float> gm(gc, run_device(cli), 1);
         auto time_steps = [&](auto& model) {
             model.forward(bt); model.backward();  // warm-up (allocations)
             int reps = 0;
             double t0 = now_seconds();
-            do { model.forward(bt); model.backward(); reps++; } while (now_seconds() - t0 < 1.0 && reps < 20);
+            do { model.forward(bt); model.backward(); device_sync(model.s.dev); reps++; } while (now_seconds() - t0 < 1.0 && reps < 20);
             return (now_seconds() - t0) / reps;
         };
         double tk = time_steps(km), tg = time_steps(gm);

@@ -176,27 +176,33 @@ BatchSpec KernelLM<real>::batch_spec() const {
 
 template <typename real>
 typename KernelLM<real>::Stream KernelLM<real>::stream_start(int p0) {
+    const Device dev = s.dev;
     const size_t m = cfg.hs(), per_S = (size_t)cfg.NH * m * m, per_z = (size_t)cfg.NH * m;
     Stream st;
-    st.S.assign(cfg.L * per_S, real(0));
-    st.z.assign(cfg.L * per_z, real(0));
+    st.S = Buffer<real>(dev, cfg.L * per_S);  // zero-filled
+    st.z = Buffer<real>(dev, cfg.L * per_z);
+    st.ids = Buffer<int>(dev, 2);
     st.pos = p0;
-    if (cfg.bias)
+    if (cfg.bias)  // S = b_KV, z = b_D, layer by layer, device to device
         for (int l = 0; l < cfg.L; l++) {
-            std::string h = "h." + std::to_string(l) + ".";
-            std::vector<real> bkv = s.to_host(s.params, s.ptable.offset(h + "attn.bkv"), per_S);
-            std::vector<real> bd = s.to_host(s.params, s.ptable.offset(h + "attn.bd"), per_z);
-            std::copy(bkv.begin(), bkv.end(), st.S.begin() + l * per_S);
-            std::copy(bd.begin(), bd.end(), st.z.begin() + l * per_z);
+            const std::string h = "h." + std::to_string(l) + ".";
+            device_copy(dev, st.S.ptr + l * per_S, s.param(h + "attn.bkv"), per_S * sizeof(real), Copy::device_to_device);
+            device_copy(dev, st.z.ptr + l * per_z, s.param(h + "attn.bd"), per_z * sizeof(real), Copy::device_to_device);
         }
     return st;
 }
 
 template <typename real>
+void KernelLM<real>::stream_state(const Stream& st, std::vector<real>& S, std::vector<real>& z) const {
+    S = s.to_host(st.S, 0, st.S.n);
+    z = s.to_host(st.z, 0, st.z.n);
+}
+
+template <typename real>
 std::vector<real> KernelLM<real>::stream_step(Stream& st, int token) {
-    if (s.dev != Device::cpu) fail("the streaming form runs on the CPU only for now");
     if (token < 0 || token >= cfg.V) fail(strfmt("token id %d outside the vocabulary [0, %d)", token, cfg.V));
     if (st.pos < 0 || st.pos >= cfg.maxT) fail(strfmt("position %d outside [0, %d)", st.pos, cfg.maxT));
+    if (st.ids.dev != s.dev || !st.S.ptr) fail("stream_step: the stream was not started by this model's stream_start");
     const Device dev = s.dev;
     const int C = cfg.C, NH = cfg.NH;
     const size_t m = cfg.hs(), per_S = (size_t)NH * m * m, per_z = (size_t)NH * m;
@@ -214,26 +220,30 @@ std::vector<real> KernelLM<real>::stream_step(Stream& st, int token) {
     real* logits = gel + 4 * C;
     real* mean = logits + cfg.V;
     real* rstd = mean + 1;
-    int zero = 0;
-    op::encoder_forward(dev, x, &token, &zero, s.param("wte"), zero_wpe_.ptr, 1, 1, C, cfg.V, 1);
+    device_copy(dev, st.ids.ptr, &token, sizeof(int), Copy::host_to_device);  // ids = [token, 0]
+    // x = wte[token] (+ the zero position row)
+    op::encoder_forward(dev, x, st.ids.ptr, st.ids.ptr + 1, s.param("wte"), zero_wpe_.ptr, 1, 1, C, cfg.V, 1);
     for (int l = 0; l < cfg.L; l++) {
         std::string h = "h." + std::to_string(l) + ".";
         auto P = [&](const char* n) { return s.param(h + n); };
+        // x = x + kattn(LN1(x)): one query against the state; S += R_pos φ(k) vᵀ, z += φ(k) first (layers/kernel_attention.h)
         op::layernorm_forward(dev, ln, mean, rstd, x, P("ln1.w"), P("ln1.b"), 1, C);
         op::matmul_forward(dev, qkv, ln, P("attn.qkv.w"), P("attn.qkv.b"), 1, C, 3 * C);
-        op::kernel_attention_step(dev, atty, st.S.data() + l * per_S, st.z.data() + l * per_z, qkv, st.pos, C, NH, cfg.eps);
+        op::kernel_attention_step(dev, atty, st.S.ptr + l * per_S, st.z.ptr + l * per_z, qkv, st.pos, C, NH, cfg.eps);
         op::matmul_forward(dev, proj, atty, P("attn.proj.w"), P("attn.proj.b"), 1, C, C);
         op::residual_forward(dev, res, x, proj, (int64_t)C);
+        // x = x + mlp(LN2(x))
         op::layernorm_forward(dev, ln, mean, rstd, res, P("ln2.w"), P("ln2.b"), 1, C);
         op::matmul_forward(dev, fch, ln, P("mlp.fc.w"), P("mlp.fc.b"), 1, C, 4 * C);
         op::gelu_forward(dev, gel, fch, (int64_t)4 * C);
         op::matmul_forward(dev, proj, gel, P("mlp.proj.w"), P("mlp.proj.b"), 1, 4 * C, C);
         op::residual_forward(dev, x, res, proj, (int64_t)C);
     }
+    // logits = LN_f(x)·wteᵀ (tied)
     op::layernorm_forward(dev, ln, mean, rstd, x, s.param("lnf.w"), s.param("lnf.b"), 1, C);
     op::matmul_forward(dev, logits, ln, s.param("wte"), (const real*)nullptr, 1, C, cfg.V);
     st.pos++;
-    return std::vector<real>(logits, logits + cfg.V);
+    return s.to_host(step_buf_, (size_t)(logits - step_buf_.ptr), (size_t)cfg.V);
 }
 
 template <typename real>

@@ -68,13 +68,16 @@ struct KernelLM {
     void backward();
     std::vector<real> outputs();  // logits (B,T,V) of the last forward, on the host
 
-    // Streaming (recurrent) form: per-layer state S (L,NH,m,hs), z (L,NH,m), next position.
+    // Streaming (recurrent) form: per-layer state S (L,NH,m,hs), z (L,NH,m) in the model's device buffers, next
+    // position. A step moves one token id to the device and its V logits back; nothing else crosses.
     struct Stream {
-        std::vector<real> S, z;
+        Buffer<real> S, z;  // (L,NH,m,hs), (L,NH,m) on the model's device
+        Buffer<int> ids;    // (2): [the token being fed, 0] — the encoder's token and (zero) position row
         int pos = 0;
     };
     Stream stream_start(int p0 = 0);                     // S = b_KV, z = b_D (zeros without biases)
     std::vector<real> stream_step(Stream& st, int token);  // feeds one token, returns its logits (V)
+    void stream_state(const Stream& st, std::vector<real>& S, std::vector<real>& z) const;  // the state, on the host
     // Greedy continuation of `prompt` by n tokens with the streaming form, positions from p0.
     std::vector<int> generate(const std::vector<int>& prompt, int n, int p0 = 0);
 
