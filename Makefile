@@ -65,10 +65,14 @@ CUDA_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=
 NVCCFLAGS  ?= -O3
 CUDA_BUILD ?= build-cuda
 CU_SRCS    = $(wildcard cuda/*.cu)
+# NCCL (cuda/nccl_comm.cu: several processes on GPUs, engine/comm.h): compiled in whenever the toolkit has nccl.h and
+# libnccl; ICL_NCCL=0 leaves it out (several processes on GPUs are then refused in one line).
+ICL_NCCL   ?= $(if $(and $(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/lib64/libnccl.so*)),1,0)
+NCCL_DEFS  = $(if $(filter 1,$(ICL_NCCL)),-DICL_NCCL)
 ifeq ($(ICL_CUDA),1)
 CU_OBJS    = $(CU_SRCS:%.cu=$(BUILD)/%.o)
-ALL_CXXFLAGS += -DICL_CUDA -I.
-LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+ALL_CXXFLAGS += -DICL_CUDA -I. $(NCCL_DEFS)
+LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart $(if $(NCCL_DEFS),-lnccl)
 endif
 # MPI (src/engine/comm.h): compiled in when OpenMPI's `mpicxx` wrapper is found (its --showme gives the include and
 # link flags; the compiler stays $(CXX)), or asked for with ICL_MPI=1 (`make mpi`); ICL_MPI=0 leaves it out. The
@@ -135,7 +139,7 @@ $(BUILD)/libicl.a: $(LIB_OBJS) $(CU_OBJS)
 
 $(BUILD)/cuda/%.o: cuda/%.cu | deps
 	@mkdir -p $(@D)
-	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH) -Isrc -I. -DICL_CUDA -Xcompiler -Wall,-Wno-unused-parameter -MMD -MP -c $< -o $@
+	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH) -Isrc -I. -DICL_CUDA $(NCCL_DEFS) -Xcompiler -Wall,-Wno-unused-parameter -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.cpp $(FLAGS_STAMP) | deps
 	@mkdir -p $(@D)

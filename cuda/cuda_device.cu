@@ -9,6 +9,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/layers.h"
+#include "engine/comm.h"
 #include "engine/common.h"
 #include "engine/device.h"
 
@@ -35,6 +36,14 @@ std::string cuda_status() {
 void cuda_require() {
     const std::string why = cuda_status();
     if (!why.empty()) fail("--device cuda: no usable CUDA device: " + why, 2);
+    const Comm& c = comm();
+    if (c.size > 1) {  // one process per GPU: the launcher's local rank picks it, before anything is allocated
+        int n = 0, local = c.rank;
+        cudaCheck(cudaGetDeviceCount(&n));
+        for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"})
+            if (const char* s = std::getenv(v)) { local = std::atoi(s); break; }
+        cudaCheck(cudaSetDevice(local % n));
+    }
 }
 
 void* cuda_alloc(size_t bytes) {

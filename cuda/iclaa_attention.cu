@@ -5,7 +5,7 @@
 //
 // How it runs, in two launches per layer:
 //   1. iclaa_log_phi_kernel: one block per (t, h, q|k) row, threads over the m features: log φ into the
-//      (2,NH,T,m) scratch (‖x'‖² is one block reduction, so its last bit may differ from the CPU's loop).
+//      (NH,T,m) scratch (k's after q's, for the kernel similarity) (‖x'‖² is one block reduction, so its last bit may differ from the CPU's loop).
 //   2. iclaa_attention_kernel: one block per (query i, head h). The scores s_ij (j <= i) go to shared memory,
 //      μ is a block max (with κ + max_r log φ_r(q_i) when there is a prompt term), the scores become weights
 //      e^{s_ij − μ} in place, the denominator is a block sum, and thread c accumulates output column c over the
@@ -66,7 +66,7 @@ __global__ void iclaa_attention_kernel(float* out, const double* lphi, const flo
     const int i = blockIdx.x, h = blockIdx.y, hs = C / NH;
     const float* qi = qkv + (size_t)i * 3 * C + (size_t)h * hs;
     const double* lqi = lphi + ((size_t)h * T + i) * m;
-    const double* lk = lphi + ((size_t)NH + h) * T * m;
+    const double* lk = kernel_sim ? lphi + ((size_t)NH + h) * T * m : nullptr;
     const double scale = 1.0 / sqrt((double)hs);
     // s_ij for j <= i, and their max
     double mu = -INFINITY;
@@ -124,7 +124,12 @@ void iclaa_attention_forward(float* out, double* lphi, const float* qkv, const d
         launchCheck("iclaa_log_phi_kernel");
     }
     const size_t shmem = ((size_t)T + 32) * sizeof(double);
-    if (shmem > 48 * 1024) {  // beyond the default: opt in (fails with the device's own limit named by cudaCheck)
+    if (shmem > 48 * 1024) {  // beyond the default: opt in, up to the device's limit (~227 KiB on an H100/H200: T ≈ 29k)
+        int dev = 0, optin = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        if (shmem > (size_t)optin)
+            fail(strfmt("ICLAA on the GPU: a sequence of %d tokens needs %zu bytes of shared memory per block, this GPU allows %d", T, shmem, optin));
         cudaCheck(cudaFuncSetAttribute(iclaa_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem));
     }
     iclaa_attention_kernel<<<dim3(T, NH), 128, shmem>>>(out, lphi, qkv, bkv, bd, kappa, kernel_sim, T, C, NH, m);

@@ -120,6 +120,12 @@ void kernel_attention_step(float* out, float* S, float* z, const float* qkv, int
 void iclaa_attention_forward(float* out, double* lphi, const float* qkv, const double* omega, const double* bkv, const double* bd,
                              const double* kappa, int kernel_sim, int T, int C, int NH, int m);
 
+// ---- nccl_comm.cu: the device half of engine/comm.h (one process per GPU) -------------------------------------------
+bool nccl_built();                                       // compiled with NCCL (ICL_NCCL)?
+void nccl_sum(float* buf, size_t n);                     // in place: Σ over the ranks (ncclAllReduce), same bits everywhere
+void nccl_broadcast(void* buf, size_t bytes, int root);  // root's bytes to every rank
+void nccl_finalize();                                    // the communicator destroyed (comm_finalize)
+
 // ---- backend utilities (cuda_device.cu, bench_kernels.cu) ---------------------------------------------------------
 std::string device_description();   // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)"
 // Row-major C (M,N) = op(A)·op(B) (+ C with beta), the wrapper every layer uses (for benchmarks and tests).

@@ -372,7 +372,8 @@ TEST_CASE("cuda kernels: causal softmax attention, O(T) form (lse saved, probabi
 
 // NH·T² = 2^26 floats per batch row: the plain backward goes in groups of G = 2^28 / 2^26 = 4 batch rows (4 + 1), the
 // O(T) form's forward in groups of 4 and its backward of 2 (2 + 2 + 1) — the group loops of cuda/attention.cu. (Not in
-// the sanitizer's subset: the fp64 reference alone takes a while at T = 2048.)
+// the sanitizer's subset: the fp64 reference alone takes a while at T = 2048. Host memory: ~10 GB at the peak, the fp64
+// probabilities and their copies — fine on the lent GPU machine's 128 GiB.)
 TEST_CASE("cuda kernels: attention over several batch groups (B·NH·T² past one 1 GiB group), both forms" * GPU_CASE) {
     REQUIRE_GPU();
     set_tf32(false);
@@ -927,19 +928,24 @@ TEST_CASE("cuda kernels: kernel attention at head size 64 (> one warp of channel
 
 TEST_CASE("cuda kernels: ICLAA hybrid attention (softmax or feature similarity, FAVOR+ or elu+1, with and without a prompt term) and the streaming EMA" * GPU_CASE) {
     REQUIRE_GPU();
-    const int T = 37, C = 24, NH = 3, hs = C / NH;
     Rng r(3030);
-    const Vec qkv = rnd((size_t)T * 3 * C, r, -1.5, 1.5);
-    auto gqkv = up(qkv);
     struct Variant { bool favor, bias; int kernel_sim; };
-    for (const Variant v : {Variant{true, true, 0}, Variant{true, false, 1}, Variant{true, true, 1}, Variant{false, true, 0}, Variant{false, false, 0}}) {
+    // a small shape, and one past a block of 128 threads in keys, features and channels (T = 300, m = 160, hs = 64)
+    struct Shape { int T, C, NH, m; };
+    for (const Shape sh : {Shape{37, 24, 3, 20}, Shape{300, 128, 2, 160}})
+    for (const Variant v : {Variant{true, true, 0}, Variant{true, false, 1}, Variant{true, true, 1}, Variant{false, true, 0}, Variant{false, false, 0},
+                            Variant{false, false, 1}}) {
+        const int T = sh.T, C = sh.C, NH = sh.NH, hs = C / NH;
+        CAPTURE(T);
         CAPTURE(v.favor);
         CAPTURE(v.bias);
         CAPTURE(v.kernel_sim);
-        const int m = v.favor ? 20 : hs;
+        const Vec qkv = rnd((size_t)T * 3 * C, r, -1.5, 1.5);
+        auto gqkv = up(qkv);
+        const int m = v.favor ? sh.m : hs;
         const Vec omega = rnd((size_t)NH * m * hs, r, -1.5, 1.5), bkv = rnd((size_t)NH * m * hs, r), bd = rnd((size_t)NH * m, r, 0.5, 1.0),
                   kappa = rnd(NH, r, -1.0, 1.0);
-        Vec out((size_t)T * C), lphi(iclaa_attention_scratch_size(T, NH, m));
+        Vec out((size_t)T * C), lphi(iclaa_attention_scratch_size(T, NH, m, v.kernel_sim));
         icl::iclaa_attention_forward(out.data(), lphi.data(), qkv.data(), v.favor ? omega.data() : nullptr, v.bias ? bkv.data() : nullptr, bd.data(),
                                      kappa.data(), v.kernel_sim, T, C, NH, m);
         auto gout = poisoned(out.size());
@@ -1031,6 +1037,27 @@ TEST_CASE("cuda models: streaming on the GPU = the same stream on the CPU (CGT's
     };
     const Vec cgt_cpu = five_modes(cref), cgt_gpu = five_modes(cgpu);
     check_close("CGT streaming, five modes (logits rows, then y_used)", cgt_cpu, cgt_gpu, 1e-5, 1e-3);
+    // a vector-input CGT with a vector head (step_vector: the input row crosses each step), dynamic and frozen
+    CGTConfig cv = cc;
+    cv.V = 0; cv.d_in = 5; cv.d_out = 2; cv.ln_gen = false;
+    CGT<double> vref(cv, Device::cpu, 4);
+    CGT<float> vgpu(cv, GPU, 4);
+    same_params(vref, vgpu, 33, param_std(cv.dx));
+    vref.train_mode = vgpu.train_mode = false;
+    const Vec xin = rnd((size_t)20 * cv.d_in, r);
+    auto vstream = [&](auto& model) {
+        using real = std::remove_reference_t<decltype(*model.s.params.ptr)>;
+        CGTStream<real> st(model);
+        Vec rows;
+        for (int t = 0; t < 20; t++) {
+            if (t == 9) st.freeze(true);
+            const std::vector<real> x(xin.begin() + (size_t)t * cv.d_in, xin.begin() + (size_t)(t + 1) * cv.d_in);
+            const real* o = st.step_vector(x.data());
+            rows.insert(rows.end(), o, o + cv.d_out);
+        }
+        return rows;
+    };
+    check_close("CGT streaming, vector inputs and head (dynamic, then frozen with context)", vstream(vref), vstream(vgpu), 1e-5, 1e-3);
     // ---- kernel LM: 20 tokens from position 3 through the recurrent form, logits of every step and the final state
     KernelLMConfig kc;
     kc.L = 2; kc.C = 24; kc.NH = 2; kc.V = 19;
@@ -1072,8 +1099,9 @@ TEST_CASE("cuda models: streaming on the GPU = the same stream on the CPU (CGT's
         IclaaBias bc(f), bg(f);
         iclaa_convert(gref, f, bc, sim, prompt, 0);
         iclaa_convert(ggpu, f, bg, sim, prompt, 0);
-        check_close("ICLAA bias kv (converted on each device)", bc.kv, bg.kv, 1e-5, 1e-3);
-        check_close("ICLAA bias d", bc.d, bg.d, 1e-5, 1e-3);
+        // kv sums terms of both signs (elements near 0 carry the fp32 error of log φ unscaled): compared as a whole
+        CHECK(relerr(bc.kv, bg.kv) < 1e-4);
+        CHECK(relerr(bc.d, bg.d) < 1e-4);
         const std::vector<double> lc = iclaa_logits(gref, f, &bc, sim, input, 12);
         const std::vector<float> lg = iclaa_logits(ggpu, f, &bg, sim, input, 12);
         check_close("ICLAA logits with the prompt's bias terms", lc, Vec(lg.begin(), lg.end()), 1e-5, 1e-3);

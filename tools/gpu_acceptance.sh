@@ -16,7 +16,8 @@
 #                 CGT (aux pass, VAE, softmax mixing), CPU fp64 against GPU fp32, every activation and gradient
 #     runs        a short --device cuda run of every binary (the ones that still refuse the GPU are listed as
 #                 such), one step dumped on each device and compared with npydiff, a checkpoint trained on the GPU
-#                 continued on the CPU, one process under mpirun
+#                 continued on the CPU, one process under mpirun, the gradient through a one-rank NCCL communicator
+#                 (ICL_NCCL_ALWAYS=1: the same losses as without) and, with 2 GPUs and mpirun, 2 ranks on 2 GPUs
 #     bench       bench --device cuda (cuBLAS fp32/TF32, bandwidth-bound kernels, GPT and CGT steps, the GPT-2 small
 #                 step with TF32 off and on), then tools/bench_pytorch.py on the same GPT-2 small step (PyTorch
 #                 eager, TF32 off and on) where PyTorch with CUDA is installed
@@ -155,7 +156,15 @@ if want runs; then
     else
         echo; echo "=== mpirun: skipped: not installed"; results+=("skip      -   mpirun (not installed)")
     fi
-    echo; echo "(NCCL between GPUs is not written yet: several processes on --device cuda are refused — issue 20)"
+    # NCCL on one GPU: the trainer's gradient through a one-rank communicator must change nothing
+    step "train_gpt tiny on cuda (plain)" $B/train_gpt --preset tiny --steps 20 --device cuda --out $o/nccl_plain
+    step "train_gpt tiny on cuda through NCCL (ICL_NCCL_ALWAYS=1)" env ICL_NCCL_ALWAYS=1 $B/train_gpt --preset tiny --steps 20 --device cuda --out $o/nccl_one
+    step "NCCL run's losses = the plain run's" bash -c "diff <(grep -v '^#' $o/nccl_plain/log.csv | cut -d, -f1,2,4) <(grep -v '^#' $o/nccl_one/log.csv | cut -d, -f1,2,4)"
+    if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && command -v mpirun >/dev/null 2>&1; then
+        step "mpirun -np 2 train_gpt on 2 GPUs (NCCL)" mpirun --allow-run-as-root -np 2 $B/train_gpt --preset tiny --steps 20 --batch 4 --device cuda --out $o/nccl2
+    else
+        echo; echo "=== NCCL between GPUs: skipped: needs 2 GPUs and mpirun"; results+=("skip      -   NCCL across 2 GPUs (one GPU here, or no mpirun)")
+    fi
 fi
 
 if want bench; then

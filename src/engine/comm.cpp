@@ -11,6 +11,10 @@
 
 #include "engine/common.h"
 
+#ifdef ICL_CUDA
+#include "cuda/layers.h"
+#endif
+
 #ifdef ICL_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API only (OpenMPI's C++ bindings are deprecated and warn)
 #define MPICH_SKIP_MPICXX 1
@@ -75,6 +79,9 @@ void comm_init(int* argc, char*** argv) {
 }
 
 void comm_finalize() {
+#ifdef ICL_CUDA
+    cuda::nccl_finalize();
+#endif
 #ifdef ICL_MPI
     if (g_comm.mpi) {
         MPI_Finalize();
@@ -132,6 +139,51 @@ void comm_broadcast(void* buf, size_t bytes, int root) {
 void comm_barrier() {
 #ifdef ICL_MPI
     if (g_comm.size > 1) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+static bool nccl_always() {
+    const char* e = std::getenv("ICL_NCCL_ALWAYS");
+    return e && std::string(e) == "1";
+}
+
+void comm_require_device(Device dev) {
+#ifdef ICL_CUDA
+    if (dev == Device::cuda && (g_comm.size > 1 || nccl_always()) && !cuda::nccl_built())
+        fail(strfmt("%d processes on GPUs need NCCL between them, and this binary was built without it (make cuda looks for nccl.h in the "
+                    "CUDA toolkit); train on the CPU (--device cpu) or in one process", g_comm.size), 2);
+#else
+    (void)dev;
+#endif
+}
+
+void comm_sum_on(Device dev, float* buf, size_t n) {
+    if (dev == Device::cpu) return comm_sum(buf, n);
+    if (g_comm.size <= 1 && !nccl_always()) return;
+#ifdef ICL_CUDA
+    cuda::nccl_sum(buf, n);
+#else
+    (void)buf;
+    (void)n;
+    fail("--device cuda: this binary was built without CUDA");
+#endif
+}
+
+void comm_sum_on(Device dev, double* buf, size_t n) {
+    ICL_ASSERT_MSG(dev == Device::cpu, "fp64 buffers live on the host");
+    comm_sum(buf, n);
+}
+
+void comm_broadcast_on(Device dev, void* buf, size_t bytes, int root) {
+    if (dev == Device::cpu) return comm_broadcast(buf, bytes, root);
+    if (g_comm.size <= 1 && !nccl_always()) return;
+#ifdef ICL_CUDA
+    cuda::nccl_broadcast(buf, bytes, root);
+#else
+    (void)buf;
+    (void)bytes;
+    (void)root;
+    fail("--device cuda: this binary was built without CUDA");
 #endif
 }
 

@@ -39,12 +39,12 @@ inline void iclaa_log_phi(double* lphi, const double* x, const double* omega, in
     }
 }
 
-// Scratch (doubles) the hybrid attention needs: log φ(q) and log φ(k), (2,NH,T,m).
-inline size_t iclaa_attention_scratch_size(int T, int NH, int m) { return (size_t)2 * NH * T * m; }
+// Scratch (doubles) the hybrid attention needs: log φ(q) (NH,T,m), and log φ(k) after it for the kernel similarity.
+inline size_t iclaa_attention_scratch_size(int T, int NH, int m, int kernel_sim) { return (size_t)(kernel_sim ? 2 : 1) * NH * T * m; }
 
 template <typename real>
 void iclaa_attention_forward(real* out,             // (T,C)        SET
-                             double* lphi,          // (2,NH,T,m)   scratch: [log φ(q) | log φ(k)]
+                             double* lphi,          // (1|2,NH,T,m) scratch: log φ(q) [| log φ(k) with kernel_sim]
                              const real* qkv,       // (T,3C)       [q|k|v] rows of one sequence
                              const double* omega,   // (NH,m,hs)    this layer's FAVOR+ directions; nullptr: elu+1 (m = hs)
                              const double* bkv,     // (NH,m,hs)    prompt term kv; nullptr: no prompt (bd, kappa unread)
@@ -58,7 +58,7 @@ void iclaa_attention_forward(real* out,             // (T,C)        SET
 #pragma omp parallel for schedule(static) if (par::use_threads((double)NH * T * T * (need_phi ? m : hs)))
     for (int h = 0; h < NH; h++) {
         double* lq = lphi + (size_t)h * T * m;
-        double* lk = lphi + ((size_t)NH + h) * T * m;
+        double* lk = kernel_sim ? lphi + ((size_t)NH + h) * T * m : nullptr;
         const double* om = omega ? omega + (size_t)h * m * hs : nullptr;
         std::vector<double> q((size_t)T * hs), k((size_t)T * hs), v((size_t)T * hs), s(T), num(hs);
         for (int t = 0; t < T; t++)

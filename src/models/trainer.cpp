@@ -1,8 +1,6 @@
 // trainer.cpp — the training options and summary every trainer shares (see trainer.h).
 #include "models/trainer.h"
 
-#include "engine/comm.h"
-
 #include <filesystem>
 
 #include "engine/fileio.h"
@@ -44,13 +42,6 @@ void add_adamw_flags(Cli& cli) {
     cli.flag("--beta1", "0.9", "AdamW beta1 (first-moment decay)");
     cli.flag("--beta2", "0.95", "AdamW beta2 (second-moment decay; spec/cgt.md's paper presets use 0.999)");
     cli.flag("--adam-eps", "1e-8", "AdamW epsilon (added to sqrt(v); --eps is the kernel LM's and TinT's own)");
-}
-
-void refuse_processes_on_gpu(Device dev) {
-    const int R = comm().size;
-    if (R > 1 && dev != Device::cpu)
-        fail(strfmt("%d processes on %s: the gradients would need NCCL between GPUs, which is not implemented yet; train on the CPU (--device cpu) "
-                    "or in one process", R, device_name(dev)));
 }
 
 AdamWConfig adamw_from_cli(const Cli& cli) {

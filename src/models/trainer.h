@@ -21,8 +21,8 @@
 // stream and computes the same scales; rank r runs micro-batches r·K … r·K+K−1 (the others move the model's random
 // state as their forwards would: skip_forward), the gradients and the loss are summed across the ranks, and every
 // rank makes the same update: N ranks × K micro-batches of B make the step of one batch of N·K·B. The parameters
-// are broadcast from rank 0 at the start; rank 0 alone writes (log.csv, checkpoints, dumps, plots). The host
-// buffers only: several ranks on a GPU (NCCL) are refused.
+// are broadcast from rank 0 at the start; rank 0 alone writes (log.csv, checkpoints, dumps, plots). Host buffers go
+// through MPI, GPU buffers through NCCL (one process per GPU; engine/comm.h).
 //
 // Evaluation is a callback returning named metrics ("val_loss", "val_acc", …), logged as columns and plotted when
 // their name contains "loss"; every rank evaluates (the same parameters give the same numbers).
@@ -89,9 +89,6 @@ void add_adamw_flags(Cli& cli);
 void add_grad_accum_flag(Cli& cli);
 int grad_accum_from_cli(const Cli& cli);
 AdamWConfig adamw_from_cli(const Cli& cli);
-// Several processes sum their gradients in host buffers (engine/comm.h): a model on a GPU would need NCCL, not
-// implemented yet. Fails with one line when this process is one of several and dev is not the CPU.
-void refuse_processes_on_gpu(Device dev);
 
 // --resume CKPT, right after cli.parse(): every flag of the resumed run comes from the checkpoint (Cli::inherit;
 // only the flags of kResumeMayChange may be given with another value), --out defaults to the checkpoint's folder,
@@ -228,13 +225,16 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
     }
     const Comm& world = comm();
     const int K = std::max(1, o.grad_accum), R = world.size, mine = world.rank * K;  // this rank's micro-batches: mine … mine+K−1
+    comm_require_device(m.s.dev);  // several processes on GPUs: NCCL compiled in
+    // every rank starts from rank 0's parameters (nothing to send in one process, unless ICL_NCCL_ALWAYS=1: engine/comm.h)
+    comm_broadcast_on(m.s.dev, m.s.params.ptr, m.s.ptable.total * sizeof(*m.s.params.ptr), 0);
     if (R > 1) {
-        refuse_processes_on_gpu(m.s.dev);
         if (!o.dump_dir.empty()) fail_usage("--dump-npy: dumps one batch's step; not with several processes");
-        comm_broadcast(m.s.params.ptr, m.s.ptable.total * sizeof(*m.s.params.ptr), 0);  // every rank starts from rank 0's parameters
         const double mb = m.s.ptable.total * sizeof(*m.s.params.ptr) / 1e6;
-        std::fprintf(stderr, "data-parallel: %d processes × %d micro-batch%s per step; every step sums the gradient (%.3g MB) across them: "
-                             "each rank sends it once and receives it once (reduce to rank 0, broadcast back)\n", R, K, K == 1 ? "" : "es", mb);
+        std::fprintf(stderr, "data-parallel: %d processes × %d micro-batch%s per step; every step sums the gradient (%.3g MB) across them: %s\n", R,
+                     K, K == 1 ? "" : "es", mb,
+                     m.s.dev == Device::cpu ? "each rank sends it once and receives it once (MPI: reduce to rank 0, broadcast back)"
+                                            : "one NCCL all-reduce between the GPUs");
     }
     CsvLog log(o.run_dir + "/log.csv", cols, start ? earlier_log_rows(o.run_dir + "/log.csv", cols, start) : std::vector<std::map<std::string, double>>{});
     Progress progress(o.steps, o.progress_every);
@@ -251,10 +251,9 @@ TrainResult train(Model& m, const TrainOptions& o, const std::function<Batch(int
         double t0 = now_seconds(), t_dump = 0;
         const std::vector<LossScale> scales = micro.size() > 1 ? accumulation_scales(m, micro, 0) : std::vector<LossScale>(1);
         double loss = run_micro_batches(m, micro, scales, mine, K);
-        if (R > 1) {  // the step's gradient and loss: the sums over the ranks (the same bits on every rank)
-            comm_sum(m.s.grads.ptr, m.s.ptable.total);
-            comm_sum(&loss, 1);
-        }
+        // the step's gradient and loss: the sums over the ranks (the same bits on every rank; nothing in one process)
+        comm_sum_on(m.s.dev, m.s.grads.ptr, m.s.ptable.total);
+        comm_sum(&loss, 1);
         if (!std::isfinite(loss)) {  // after the sum: a NaN on any rank stops every rank with the same message
             progress.finish();
             fail(strfmt("step %d: the loss is %s; stopping (last good checkpoint: %s)", step + 1, std::isnan(loss) ? "NaN" : "Inf", last_ckpt.c_str()));

@@ -225,12 +225,12 @@ struct AnyModel {
     void skip_forward(const Batch& b) { if (m1) m1->skip_forward(b); else m2->skip_forward(b); }
     void sum_across_ranks(double& loss) {
         ModelState<float>& s = m1 ? m1->s : m2->s;
-        comm_sum(s.grads.ptr, s.ptable.total);
+        comm_sum_on(s.dev, s.grads.ptr, s.ptable.total);
         comm_sum(&loss, 1);
     }
     void broadcast_params() {
         ModelState<float>& s = m1 ? m1->s : m2->s;
-        comm_broadcast(s.params.ptr, s.ptable.total * sizeof(float), 0);
+        comm_broadcast_on(s.dev, s.params.ptr, s.ptable.total * sizeof(float), 0);
     }
     int64_t params() const { return m1 ? m1->cfg.num_params() : m2->cfg.num_params(); }
 };
@@ -312,7 +312,7 @@ int cmd_experiment(const Cli& cli) {
     if (width % heads) fail_usage(strfmt("--heads: must divide --width %d, got %d", width, heads));
     const std::vector<Config> configs = sweep(fams);
     const Device dev = parse_device(cli.get("--device"));  // every trained model lives there
-    refuse_processes_on_gpu(dev);
+    comm_require_device(dev);  // several processes on GPUs: NCCL compiled in
     const bool retab = cli.has_value("--retabulate");
     std::string dir = retab ? cli.get("--retabulate") : subcommand_run_dir(cli, "duallens", "experiment");
     const int total = (int)(models.size() * noises.size() * configs.size() * seeds);

@@ -89,7 +89,7 @@ std::vector<real> iclaa_logits(GPT<real>& g, const PerformerFeatures& f, const I
     device_copy(dev, d_pos.ptr, pos.data(), T * sizeof(int), Copy::host_to_device);
     Buffer<real> x(dev, (size_t)T * C), u(dev, (size_t)T * C), qkv(dev, (size_t)T * 3 * C), atty(dev, (size_t)T * C),
         tmp(dev, (size_t)T * C), fch(dev, (size_t)T * 4 * C), fg(dev, (size_t)T * 4 * C), mean(dev, T), rstd(dev, T), logits(dev, (size_t)T * V);
-    Buffer<double> lphi(dev, iclaa_attention_scratch_size(T, NH, m)), om(dev, favor ? per_om : 0), bkv(dev, use_bias ? per_om : 0),
+    Buffer<double> lphi(dev, iclaa_attention_scratch_size(T, NH, m, sim == AttnSim::kernel ? 1 : 0)), om(dev, favor ? per_om : 0), bkv(dev, use_bias ? per_om : 0),
         bd(dev, use_bias ? (size_t)NH * m : 0), kap(dev, use_bias ? NH : 0);
     auto up = [&](Buffer<double>& dst, const std::vector<double>& src, size_t off) {
         if (dst.n) device_copy(dev, dst.ptr, src.data() + off * dst.n, dst.n * sizeof(double), Copy::host_to_device);
