@@ -20,6 +20,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/layers.h"
+#include "engine/device.h"
 
 namespace icl::cuda {
 
@@ -181,10 +182,12 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
 
 // ---- the O(T)-memory form: lse saved, probabilities recomputed (CPU reference: attention_forward_lse) -----------
 // Here the probabilities still pass through device scratch, a group of G batch rows at a time (G·NH·T·T floats,
-// <= 1 GiB), with the same batched products and softmax as attention_forward; only lse (B,NH,T) is kept. (A fused
-// tiled online-softmax kernel that never forms the T×T block is issue 14's next step.)
+// <= 1 GiB), with the same batched products and softmax as attention_forward; only lse (B,NH,T) is kept. The fused
+// online-softmax kernels of attention_fused.cu, which never form the T×T block, take over when
+// fused_attention_enabled() (ICL_FUSED_ATTENTION=1; off until measured on a GPU) and hs <= 128.
 void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, const int* kstart) {
     ICL_ASSERT(NH > 0 && C % NH == 0);
+    if (icl::fused_attention_enabled() && attention_fused_fits(C, NH)) return attention_fused_forward(out, lse, qkv, B, T, C, NH, kstart);
     const bool al = operands_aligned16(T, C, NH, {out, qkv});
     const int hs = C / NH, BNH = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -208,8 +211,10 @@ void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int 
 }
 
 // Backward of attention_forward_lse. ACCUMULATES into dqkv.
-void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* lse, int B, int T, int C, int NH, const int* kstart) {
+void attention_backward_lse(float* dqkv, const float* dout, const float* out, const float* qkv, const float* lse, int B, int T, int C, int NH,
+                            const int* kstart) {
     ICL_ASSERT(NH > 0 && C % NH == 0);
+    if (icl::fused_attention_enabled() && attention_fused_fits(C, NH)) return attention_fused_backward(dqkv, dout, out, qkv, lse, B, T, C, NH, kstart);
     const bool al = operands_aligned16(T, C, NH, {dqkv, dout, qkv});
     const int hs = C / NH, BNH = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);

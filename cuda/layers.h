@@ -56,8 +56,14 @@ void attention_forward(float* out, float* att, float* scratch, const float* qkv,
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int C, int NH);
 // the O(T)-memory form: saves the row log-sum-exp lse (B,NH,T); the backward recomputes the probabilities
 void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, const int* kstart = nullptr);
-void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* lse, int B, int T, int C, int NH,
+void attention_backward_lse(float* dqkv, const float* dout, const float* out, const float* qkv, const float* lse, int B, int T, int C, int NH,
                             const int* kstart = nullptr);
+// attention_fused.cu: the same two, fused (online softmax, no T×T buffer), for head sizes up to 128; the two above
+// use them when fused_attention_enabled() (engine/device.h) and attention_fused_fits(C, NH)
+bool attention_fused_fits(int C, int NH);
+void attention_fused_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, const int* kstart);
+void attention_fused_backward(float* dqkv, const float* dout, const float* out, const float* qkv, const float* lse, int B, int T, int C, int NH,
+                              const int* kstart);
 // one query row against a KV cache (decoding; src/layers/kv_attention.h)
 void kv_attention_step(float* out, float* att, const float* cache, int n, int C, int NH);
 

@@ -324,14 +324,18 @@ void check_plain_attention(int B, int T, int C, int NH) {
     check_close("attention_forward att (key start)", att, down(gatt, att.size()));
 }
 
-// The same for the O(T) form (only the row log-sum-exp saved, the probabilities recomputed), without and with key starts.
+// The same for the O(T) form (only the row log-sum-exp saved, the probabilities recomputed), without and with key
+// starts, through cuBLAS and through the fused online-softmax kernels (cuda/attention_fused.cu).
 void check_lse_attention(int B, int T, int C, int NH) {
     std::vector<int> ks(B);
     for (int b = 0; b < B; b++) ks[b] = (b * 7 + 3) % T;
     auto gks = up(ks);
-    for (bool with_ks : {false, true}) {
+    for (int variant = 0; variant < 4; variant++) {
+        const bool with_ks = variant % 2 == 1, fused = variant >= 2;
+        set_fused_attention(fused);
         CAPTURE(T);
         CAPTURE(with_ks);
+        CAPTURE(fused);
         Rng r(606 + T);
         const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.5, 1.5), dout = rnd((size_t)B * T * C, r);
         Vec out((size_t)B * T * C), lse((size_t)B * NH * T), scratch(attention_lse_scratch_size(B, T, NH));
@@ -352,6 +356,7 @@ void check_lse_attention(int B, int T, int C, int NH) {
         op::attention_backward_lse<float>(GPU, gdqkv.ptr, nullptr, gdout.ptr, gout.ptr, gqkv.ptr, slse.ptr, B, T, C, NH, kg);
         check_close("attention_backward_lse dqkv", dqkv, down(gdqkv, dqkv.size()));
     }
+    set_fused_attention(false);
 }
 
 TEST_CASE("cuda kernels: causal softmax attention forward and backward" * GPU_CASE) {
@@ -1118,6 +1123,9 @@ TEST_CASE("cuda models: GPT forward + backward, CPU fp64 vs GPU fp32, every acti
     GPT<double> ref(cfg, Device::cpu, 5);
     GPT<float> gpu(cfg, GPU, 5);
     check_rows(compare_devices(ref, gpu, bt, 6, param_std(cfg.C), 1e-5, 1e-3), 1e-5, 1e-3);
+    set_fused_attention(true);  // the same through the fused attention kernels (cuda/attention_fused.cu)
+    check_rows(compare_devices(ref, gpu, bt, 6, param_std(cfg.C), 1e-5, 1e-3), 1e-5, 1e-3);
+    set_fused_attention(false);
 }
 
 TEST_CASE("cuda models: GPT vector task (MSE head) and a training step on the GPU" * GPU_CASE) {

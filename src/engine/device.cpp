@@ -16,6 +16,12 @@ namespace icl {
 static bool g_tf32 = false;
 void set_tf32(bool on) { g_tf32 = on; }
 bool tf32_enabled() { return g_tf32; }
+static bool g_fused_attention = [] {
+    const char* e = std::getenv("ICL_FUSED_ATTENTION");
+    return e && std::string(e) == "1";
+}();
+void set_fused_attention(bool on) { g_fused_attention = on; }
+bool fused_attention_enabled() { return g_fused_attention; }
 
 #ifdef ICL_CUDA
 // Implemented in cuda/cuda_device.cu.

@@ -27,6 +27,11 @@ std::string device_description(Device d);  // "cpu" or e.g. "cuda: NVIDIA H100 8
 // relative error). Off by default, and always off in CPU-vs-GPU comparisons. No effect on the CPU.
 void set_tf32(bool on);
 bool tf32_enabled();
+// The causal softmax attention's O(T) form on the GPU as one fused online-softmax kernel (cuda/attention_fused.cu: no
+// T×T buffer) instead of cuBLAS products through device scratch. Off by default until measured on a GPU;
+// ICL_FUSED_ATTENTION=1 in the environment turns it on. No effect on the CPU.
+void set_fused_attention(bool on);
+bool fused_attention_enabled();
 
 void* device_alloc(Device d, size_t bytes);  // zero-filled, 64-byte aligned on the CPU
 // How many device_alloc calls this process has made (both devices): tests check that a steady loop allocates nothing.

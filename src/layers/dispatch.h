@@ -193,7 +193,7 @@ template <typename real>
 void attention_backward_lse(Device dev, real* dqkv, real* scratch, const real* dout, const real* out, const real* qkv, const real* lse, int B,
                             int T, int C, int NH, const int* kstart = nullptr) {
     OpTimer timer_("attention bwd", dev);
-    ON_GPU(attention_backward_lse(dqkv, dout, qkv, lse, B, T, C, NH, kstart));
+    ON_GPU(attention_backward_lse(dqkv, dout, out, qkv, lse, B, T, C, NH, kstart));
     icl::attention_backward_lse(dqkv, scratch, dout, out, qkv, lse, B, T, C, NH, kstart);
 }
 template <typename real>
