@@ -65,14 +65,19 @@ CUDA_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=
 NVCCFLAGS  ?= -O3
 CUDA_BUILD ?= build-cuda
 CU_SRCS    = $(wildcard cuda/*.cu)
-# NCCL (cuda/nccl_comm.cu: several processes on GPUs, engine/comm.h): compiled in whenever the toolkit has nccl.h and
-# libnccl; ICL_NCCL=0 leaves it out (several processes on GPUs are then refused in one line).
-ICL_NCCL   ?= $(if $(and $(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/lib64/libnccl.so*)),1,0)
-NCCL_DEFS  = $(if $(filter 1,$(ICL_NCCL)),-DICL_NCCL)
+# NCCL (cuda/nccl_comm.cu: several processes on GPUs, engine/comm.h; 2.13 or newer): compiled in whenever nccl.h and
+# libnccl are found — in $(NCCL_HOME) if set, the CUDA toolkit, or Debian/Ubuntu's libnccl-dev places; ICL_NCCL=0
+# leaves it out (several processes on GPUs are then refused in one line). `make cuda` says which.
+NCCL_HOME  ?=
+NCCL_INC   := $(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/include/nccl.h) $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))
+NCCL_LIBD  := $(patsubst %/,%,$(dir $(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/lib/libnccl.so $(NCCL_HOME)/lib64/libnccl.so) \
+              $(CUDA_HOME)/lib64/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib/aarch64-linux-gnu/libnccl.so))))
+ICL_NCCL   ?= $(if $(and $(NCCL_INC),$(NCCL_LIBD)),1,0)
+NCCL_DEFS  = $(if $(filter 1,$(ICL_NCCL)),-DICL_NCCL $(if $(NCCL_HOME),-I$(NCCL_HOME)/include))
 ifeq ($(ICL_CUDA),1)
 CU_OBJS    = $(CU_SRCS:%.cu=$(BUILD)/%.o)
 ALL_CXXFLAGS += -DICL_CUDA -I. $(NCCL_DEFS)
-LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart $(if $(NCCL_DEFS),-lnccl)
+LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart $(if $(NCCL_DEFS),-L$(NCCL_LIBD) -Wl$(,)-rpath$(,)$(NCCL_LIBD) -lnccl)
 endif
 # MPI (src/engine/comm.h): compiled in when OpenMPI's `mpicxx` wrapper is found (its --showme gives the include and
 # link flags; the compiler stays $(CXX)), or asked for with ICL_MPI=1 (`make mpi`); ICL_MPI=0 leaves it out. The
@@ -97,7 +102,7 @@ $(BUILD)/src/engine/provenance.o: $(PROV_STAMP)
 # Every object depends on the compile command too: building into one folder with other flags rebuilds everything
 # (no objects of two flag sets mixed in one binary).
 FLAGS_STAMP := $(BUILD)/flags.stamp
-FLAGS_TEXT  := $(CXX) $(ALL_CXXFLAGS)
+FLAGS_TEXT  := $(CXX) $(ALL_CXXFLAGS) $(if $(filter 1,$(ICL_CUDA)),$(NVCC) $(NVCCFLAGS) $(CUDA_ARCH) $(NCCL_DEFS))
 $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = "$(FLAGS_TEXT)" ] || echo "$(FLAGS_TEXT)" > $(FLAGS_STAMP))
 $(BUILD)/src/engine/provenance.o: ALL_CXXFLAGS += -DICL_GIT_COMMIT='"$(GIT_COMMIT)"' -DICL_GIT_DIRTY=$(GIT_DIRTY) -DICL_BUILD_FLAGS='"$(CXXFLAGS)"'
 
@@ -137,7 +142,7 @@ $(BUILD)/libicl.a: $(LIB_OBJS) $(CU_OBJS)
 	@dups=$$(for o in $^; do basename $$o; done | sort | uniq -d); [ -z "$$dups" ] || { echo "error: two sources share an object name: $$dups"; exit 1; }
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/cuda/%.o: cuda/%.cu | deps
+$(BUILD)/cuda/%.o: cuda/%.cu $(FLAGS_STAMP) | deps
 	@mkdir -p $(@D)
 	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH) -Isrc -I. -DICL_CUDA $(NCCL_DEFS) -Xcompiler -Wall,-Wno-unused-parameter -MMD -MP -c $< -o $@
 
@@ -177,6 +182,7 @@ reproduce-cpu: all
 # The CUDA build. Without nvcc: one line and a non-zero exit.
 cuda:
 	@if [ -z "$(NVCC)" ]; then echo "error: make cuda needs nvcc (the CUDA Toolkit): none on PATH or in /usr/local/cuda/bin"; exit 1; fi
+	@echo "make cuda: $(if $(filter 1,$(ICL_NCCL)),NCCL from $(NCCL_INC) and $(NCCL_LIBD) (several processes on GPUs),no NCCL (several processes on GPUs will be refused; NCCL_HOME=… to point at one))"
 	+$(MAKE) ICL_CUDA=1 BUILD=$(CUDA_BUILD) NVCC=$(NVCC) all $(CUDA_BUILD)/test_icl
 
 test-cuda: cuda

@@ -187,7 +187,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
 // fused_attention_enabled() (ICL_FUSED_ATTENTION=1; off until measured on a GPU) and hs <= 128.
 void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, const int* kstart) {
     ICL_ASSERT(NH > 0 && C % NH == 0);
-    if (icl::fused_attention_enabled() && attention_fused_fits(C, NH)) return attention_fused_forward(out, lse, qkv, B, T, C, NH, kstart);
+    if (icl::fused_attention_enabled() && attention_fused_fits(B, T, C, NH)) return attention_fused_forward(out, lse, qkv, B, T, C, NH, kstart);
     const bool al = operands_aligned16(T, C, NH, {out, qkv});
     const int hs = C / NH, BNH = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -214,7 +214,7 @@ void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int 
 void attention_backward_lse(float* dqkv, const float* dout, const float* out, const float* qkv, const float* lse, int B, int T, int C, int NH,
                             const int* kstart) {
     ICL_ASSERT(NH > 0 && C % NH == 0);
-    if (icl::fused_attention_enabled() && attention_fused_fits(C, NH)) return attention_fused_backward(dqkv, dout, out, qkv, lse, B, T, C, NH, kstart);
+    if (icl::fused_attention_enabled() && attention_fused_fits(B, T, C, NH)) return attention_fused_backward(dqkv, dout, out, qkv, lse, B, T, C, NH, kstart);
     const bool al = operands_aligned16(T, C, NH, {dqkv, dout, qkv});
     const int hs = C / NH, BNH = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);

@@ -236,10 +236,12 @@ void fused_backward(float* dqkv, const float* dout, const float* out, const floa
 
 }  // namespace
 
-bool attention_fused_fits(int C, int NH) { return NH > 0 && C % NH == 0 && C / NH <= 128; }
+bool attention_fused_fits(int B, int T, int C, int NH) {
+    return NH > 0 && C % NH == 0 && C / NH <= 128 && (int64_t)B * NH <= 65535 && T <= 65535LL * FA_ROWS;  // head size, grid
+}
 
 void attention_fused_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, const int* kstart) {
-    ICL_ASSERT(attention_fused_fits(C, NH) && T <= 65535 * FA_ROWS && B * NH <= 65535);
+    ICL_ASSERT(attention_fused_fits(B, T, C, NH));
     const int hs = C / NH;
     if (hs <= 32) fused_forward<32>(out, lse, qkv, B, T, C, NH, kstart);
     else if (hs <= 64) fused_forward<64>(out, lse, qkv, B, T, C, NH, kstart);
@@ -248,7 +250,7 @@ void attention_fused_forward(float* out, float* lse, const float* qkv, int B, in
 
 void attention_fused_backward(float* dqkv, const float* dout, const float* out, const float* qkv, const float* lse, int B, int T, int C, int NH,
                               const int* kstart) {
-    ICL_ASSERT(attention_fused_fits(C, NH) && T <= 65535 * FA_ROWS && B * NH <= 65535);
+    ICL_ASSERT(attention_fused_fits(B, T, C, NH));
     const int hs = C / NH;
     if (hs <= 32) fused_backward<32>(dqkv, dout, out, qkv, lse, B, T, C, NH, kstart);
     else if (hs <= 64) fused_backward<64>(dqkv, dout, out, qkv, lse, B, T, C, NH, kstart);

@@ -42,7 +42,10 @@ void cuda_require() {
         cudaCheck(cudaGetDeviceCount(&n));
         for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"})
             if (const char* s = std::getenv(v)) { local = std::atoi(s); break; }
-        cudaCheck(cudaSetDevice(local % n));
+        if (local >= n)
+            fail(strfmt("process %d of %d is local rank %d on its node, which has %d visible GPU%s: one process per GPU (NCCL refuses two on one)",
+                        c.rank, c.size, local, n, n == 1 ? "" : "s"), 2);
+        cudaCheck(cudaSetDevice(local));
     }
 }
 

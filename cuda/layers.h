@@ -59,8 +59,8 @@ void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int 
 void attention_backward_lse(float* dqkv, const float* dout, const float* out, const float* qkv, const float* lse, int B, int T, int C, int NH,
                             const int* kstart = nullptr);
 // attention_fused.cu: the same two, fused (online softmax, no T×T buffer), for head sizes up to 128; the two above
-// use them when fused_attention_enabled() (engine/device.h) and attention_fused_fits(C, NH)
-bool attention_fused_fits(int C, int NH);
+// use them when fused_attention_enabled() (engine/device.h) and attention_fused_fits (head size <= 128, B·NH <= 65535)
+bool attention_fused_fits(int B, int T, int C, int NH);
 void attention_fused_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, const int* kstart);
 void attention_fused_backward(float* dqkv, const float* dout, const float* out, const float* qkv, const float* lse, int B, int T, int C, int NH,
                               const int* kstart);

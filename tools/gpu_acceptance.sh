@@ -157,9 +157,13 @@ if want runs; then
         echo; echo "=== mpirun: skipped: not installed"; results+=("skip      -   mpirun (not installed)")
     fi
     # NCCL on one GPU: the trainer's gradient through a one-rank communicator must change nothing
-    step "train_gpt tiny on cuda (plain)" $B/train_gpt --preset tiny --steps 20 --device cuda --out $o/nccl_plain
-    step "train_gpt tiny on cuda through NCCL (ICL_NCCL_ALWAYS=1)" env ICL_NCCL_ALWAYS=1 $B/train_gpt --preset tiny --steps 20 --device cuda --out $o/nccl_one
-    step "NCCL run's losses = the plain run's" bash -c "diff <(grep -v '^#' $o/nccl_plain/log.csv | cut -d, -f1,2,4) <(grep -v '^#' $o/nccl_one/log.csv | cut -d, -f1,2,4)"
+    if ldd $B/train_gpt 2>/dev/null | grep -q libnccl; then
+        step "train_gpt tiny on cuda (plain)" $B/train_gpt --preset tiny --steps 20 --device cuda --out $o/nccl_plain
+        step "train_gpt tiny on cuda through NCCL (ICL_NCCL_ALWAYS=1)" env ICL_NCCL_ALWAYS=1 $B/train_gpt --preset tiny --steps 20 --device cuda --out $o/nccl_one
+        step "NCCL run's losses = the plain run's" bash -c "diff <(grep -v '^#' $o/nccl_plain/log.csv | cut -d, -f1,2,4) <(grep -v '^#' $o/nccl_one/log.csv | cut -d, -f1,2,4)"
+    else
+        echo; echo "=== NCCL: skipped: this build has no NCCL (make cuda found no nccl.h/libnccl)"; results+=("skip      -   NCCL (not in this build)")
+    fi
     if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && command -v mpirun >/dev/null 2>&1; then
         step "mpirun -np 2 train_gpt on 2 GPUs (NCCL)" mpirun --allow-run-as-root -np 2 $B/train_gpt --preset tiny --steps 20 --batch 4 --device cuda --out $o/nccl2
     else

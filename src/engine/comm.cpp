@@ -150,8 +150,9 @@ static bool nccl_always() {
 void comm_require_device(Device dev) {
 #ifdef ICL_CUDA
     if (dev == Device::cuda && (g_comm.size > 1 || nccl_always()) && !cuda::nccl_built())
-        fail(strfmt("%d processes on GPUs need NCCL between them, and this binary was built without it (make cuda looks for nccl.h in the "
-                    "CUDA toolkit); train on the CPU (--device cpu) or in one process", g_comm.size), 2);
+        fail(std::string(g_comm.size > 1 ? strfmt("%d processes on GPUs need NCCL between them", g_comm.size) : "ICL_NCCL_ALWAYS=1 asks for NCCL") +
+                 ", and this binary was built without it (make cuda looks for nccl.h and libnccl: NCCL_HOME, the CUDA toolkit, /usr); train on the "
+                 "CPU (--device cpu) or in one process", 2);
 #else
     (void)dev;
 #endif
