@@ -38,7 +38,7 @@ entries=(
 "make-run|README, docs/cgt.md (ICL arithmetic)|OMP_NUM_THREADS=2 \$B/train_cgt --preset make-run --out \$O/make-run"
 "icl-mini|README, docs/cgt.md (ICL-mini, 3 seeds)|OMP_NUM_THREADS=2 \$B/train_cgt --preset icl-mini --out \$O/icl-mini"
 "lr-mini|docs/cgt.md (linear regression, 3 seeds)|OMP_NUM_THREADS=2 \$B/train_cgt --preset lr-mini --seeds 3 --out \$O/lr-mini"
-"lr-mini-6k|docs/cgt.md (linear regression, 6000 steps)|OMP_NUM_THREADS=2 \$B/train_cgt --preset lr-mini --steps 6000 --lr 2e-3 --out \$O/lr-mini-6k"
+"lr-mini-6k|docs/cgt.md (linear regression, 6000 steps)|OMP_NUM_THREADS=2 \$B/train_cgt --preset lr-mini --steps 6000 --lr 2e-3 --seeds 3 --threads 2 --out \$O/lr-mini-6k"
 "vae-mini|docs/cgt.md (VAE beta sweep, 3 seeds)|OMP_NUM_THREADS=1 \$B/train_cgt --preset vae-mini --seeds 3 --threads 1 --out \$O/vae-mini"
 "fortunes|docs/cgt.md (the corpus)|\$B/prep_fortunes --out \$O/fortunes/corpus && \$B/bpe train \$O/fortunes/corpus --vocab 2000 --out \$O/fortunes/fortunes-2k.bpe"
 "text-mini|docs/cgt.md (text mixtures, bytes, 3 seeds)|OMP_NUM_THREADS=1 \$B/train_cgt --preset text-mini --data \$O/fortunes/corpus --steps 1200 --seeds 3 --threads 1 --out \$O/text-mini"
