@@ -148,7 +148,7 @@ void gemm_batched(bool transA, bool transB, int M, int N, int K, float alpha, co
 // Grow-only device buffers reused by every call, one per purpose so that one op can hold several at once.
 // Growing frees the old buffer (cudaFree synchronizes the device first, so no pending kernel still uses it).
 enum class Scratch { attn_grad, attn_ptrs, attn_fused_d, colsum, reduce, gen_dz, cgt_a, cgt_b, cgt_c, kattn_dd, kattn_red,
-                     amod_w, amod_dp, amod_d, amod_score, count_ };
+                     amod_w, amod_dp, amod_d, amod_score, tint_loss, count_ };
 void* scratch(Scratch slot, size_t bytes);
 template <typename T>
 T* scratch_as(Scratch slot, size_t count) { return (T*)scratch(slot, count * sizeof(T)); }

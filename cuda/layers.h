@@ -126,6 +126,18 @@ void kernel_attention_step(float* out, float* S, float* z, const float* qkv, int
 void iclaa_attention_forward(float* out, double* lphi, const float* qkv, const double* omega, const double* bkv, const double* bd,
                              const double* kappa, int kernel_sim, int T, int C, int NH, int m);
 
+// ---- tint_ops.cu: the TinT simulator's layers, batched over sequences (forward only; src/layers/tint_ops.h) ------------
+void hsplit_split_forward(float* out, const float* in, const int* rowptr, const int* col, const float* w, const float* b, int N, int D);
+void hsplit_dim_forward(float* out, const float* in, const float* W, const uint8_t* live, const float* b, int N, int D, int H);
+void tint_add_position(float* Y, const float* P, const uint8_t* lam, const int* pos, int B, int K, int T, int D, int H, int Taux);
+void tint_attention_forward(float* O, float* a, const float* Q, const float* Kx, const float* Vx, const uint8_t* train, const uint8_t* icl,
+                            int B, int K, int T, int D, int H, int mask, bool softmax, float scale, bool transpose);  // mask: TintMask
+void tint_gate_forward(float* X, const float* e, const float* a_old, const float* a_new, float b_old, float b_new, const int* pos, int B,
+                       int K, int T, int D, int Taux);
+void copy_block(float* dst, int64_t dbs, int64_t dld, const float* src, int64_t sbs, int64_t sld, int B, int rows, int cols);
+void fill_block(float* dst, int64_t dbs, int64_t dld, int B, int rows, int cols, float v);
+void tint_loss_gradient(float* grad, const float* logits, const float* E, const int* ids, const uint8_t* m, int T, int d, int V);
+
 // ---- nccl_comm.cu: the device half of engine/comm.h (one process per GPU) -------------------------------------------
 bool nccl_built();                                       // compiled with NCCL (ICL_NCCL)?
 void nccl_sum(float* buf, size_t n);                     // in place: Σ over the ranks (ncclAllReduce), same bits everywhere

@@ -109,6 +109,8 @@ void register_flags(Cli& cli) {
         "  tint fewshot                                # trains the few-shot model first if no --load\n"
         "  tint eps; tint bench --threads 1\n"
         "  tint lm --load-hf opt-125m --seq 128 --data wiki.txt   # a pretrained OPT as the auxiliary model (a long CPU job)\n"
+        "  tint bench --device cuda                    # the fp32 simulator on the GPU (also: check, eps, lm, fewshot; train trains\n"
+        "                                              # the auxiliary model there); oracles and fp64 references stay on the CPU\n"
         "  tint fewshot --load-hf opt-125m --dataset sst2-train.tsv --eval-data sst2-dev.tsv --demos 32 --seeds 3   # spec §7.2");
 }
 
@@ -150,8 +152,7 @@ int run(int argc, char** argv) {
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
     refuse_unused_flags(cli, cli.args().empty() ? "" : cli.args()[0], kFlagUsers);
-    const Device dev = apply_run_flags(cli).dev;
-    if (dev != Device::cpu) fail("tint: the simulator runs on the CPU only; use --device cpu");
+    apply_run_flags(cli);  // --device: the fp32 simulator and the auxiliary model's training (tint_experiments.h: sim_device)
     const int seeds = (int)cli.get_int("--seeds", 1, 100);
     if (seeds > 1) return run_seeds(cli, std::vector<std::string>(argv + 1, argv + argc), seeds);
     return run_subcommand(cli, kSubcommands);

@@ -44,6 +44,8 @@
 #include "models/iclca/iclaa.h"
 #include "models/iclca/iclca_convert.h"
 #include "models/iclca/kernel_lm.h"
+#include "models/tint/tint_oracle.h"
+#include "models/tint/tint_sim.h"
 #include "run_binary.h"
 #include "skip.h"
 
@@ -972,6 +974,119 @@ TEST_CASE("cuda kernels: ICLAA hybrid attention (softmax or feature similarity, 
     check_close("ema_step y_used", yuse, down(gyuse, n), 1e-9, 1.2e-7);
 }
 
+TEST_CASE("cuda kernels: TinT ops (H-split split-wise and dimension-wise, position terms, attention every mask, gate, blocks, loss gradient)" * GPU_CASE) {
+    REQUIRE_GPU();
+    Rng r(930);
+    const int B = 2, K = 5, T = 9, N = K + T, D = 24, Hd = 4, Taux = 12;
+    const int rows = B * N;
+    // split-wise: a random sparse block-diagonal pattern (some coordinates without entries), CSR by output
+    {
+        const int H = 3, c = D / H;
+        std::vector<int> rowptr(D + 1, 0), col;
+        Vec w;
+        for (int o = 0; o < D; o++) {
+            const int h = o / c;
+            for (int i = 0; i < c; i++)
+                if (r.below(3) == 0) { col.push_back(h * c + i); w.push_back((double)(float)r.normal()); }
+            rowptr[o + 1] = (int)col.size();
+        }
+        const Vec x = rnd((size_t)rows * D, r), b = rnd(D, r);
+        Vec ref((size_t)rows * D);
+        icl::hsplit_split_forward(ref.data(), x.data(), rowptr.data(), col.data(), w.data(), b.data(), rows, D);
+        auto gx = up(x), gw = up(w), gb = up(b), gout = poisoned(ref.size());
+        auto grp = up(rowptr);
+        auto gcol = up(col);
+        op::hsplit_split_forward<float>(GPU, gout.ptr, gx.ptr, grp.ptr, gcol.ptr, gw.ptr, gb.ptr, rows, D);
+        check_close("hsplit split", ref, down(gout, ref.size()));
+    }
+    {
+        const int H = 4, c = D / H;
+        const Vec x = rnd((size_t)rows * D, r), W = rnd((size_t)H * H * c, r), b = rnd(D, r);
+        std::vector<uint8_t> live(H * H);
+        for (auto& l : live) l = r.below(2);
+        Vec ref((size_t)rows * D);
+        icl::hsplit_dim_forward(ref.data(), x.data(), W.data(), live.data(), b.data(), rows, D, H);
+        auto gx = up(x), gW = up(W), gb = up(b), gout = poisoned(ref.size());
+        Buffer<uint8_t> gl(GPU, live.size());
+        device_copy(GPU, gl.ptr, live.data(), live.size(), Copy::host_to_device);
+        op::hsplit_dim_forward<float>(GPU, gout.ptr, gx.ptr, gW.ptr, gl.ptr, gb.ptr, rows, D, H);
+        check_close("hsplit dim", ref, down(gout, ref.size()));
+    }
+    // masks and positions of two sequences
+    std::vector<int> pos((size_t)B * T);
+    for (auto& p : pos) p = (int)r.below(Taux);
+    std::vector<uint8_t> train((size_t)B * T), icl((size_t)B * T * T);
+    for (auto& t : train) t = r.below(2);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) icl[((size_t)b * T + i) * T + j] = j == i || (j < i && r.below(3) != 0);
+    auto gpos = up(pos);
+    Buffer<uint8_t> gtrain(GPU, train.size()), gicl(GPU, icl.size());
+    device_copy(GPU, gtrain.ptr, train.data(), train.size(), Copy::host_to_device);
+    device_copy(GPU, gicl.ptr, icl.data(), icl.size(), Copy::host_to_device);
+    {
+        const int k = D / Hd, Ts = Taux + K;
+        Vec Y = rnd((size_t)rows * D, r);
+        const Vec P = rnd((size_t)k * Ts, r);
+        const std::vector<uint8_t> lam = {1, 0, 1, 1};
+        auto gY = up(Y), gP = up(P);
+        Buffer<uint8_t> glam(GPU, lam.size());
+        device_copy(GPU, glam.ptr, lam.data(), lam.size(), Copy::host_to_device);
+        icl::tint_add_position(Y.data(), P.data(), lam.data(), pos.data(), B, K, T, D, Hd, Taux);
+        op::tint_add_position<float>(GPU, gY.ptr, gP.ptr, glam.ptr, gpos.ptr, B, K, T, D, Hd, Taux);
+        check_close("tint position", Y, down(gY, Y.size()));
+    }
+    for (TintMask mask : {TintMask::data_to_prefix, TintMask::prefix_to_train, TintMask::causal_data})
+        for (bool softmax : {false, true})
+            for (bool transpose : {false, true}) {
+                if (transpose && mask != TintMask::causal_data) continue;
+                CAPTURE((int)mask); CAPTURE(softmax); CAPTURE(transpose);
+                const Vec Q = rnd((size_t)rows * D, r), Kx = rnd((size_t)rows * D, r), Vx = rnd((size_t)rows * D, r);
+                Vec ref((size_t)rows * D), a((size_t)B * Hd * N * N);
+                const bool use_icl = mask == TintMask::causal_data;
+                icl::tint_attention_forward(ref.data(), a.data(), Q.data(), Kx.data(), Vx.data(), train.data(), use_icl ? icl.data() : nullptr, B, K, T, D,
+                                            Hd, mask, softmax, 0.8, transpose);
+                auto gQ = up(Q), gK = up(Kx), gV = up(Vx), gO = poisoned(ref.size()), ga = poisoned(a.size());
+                op::tint_attention_forward<float>(GPU, gO.ptr, ga.ptr, gQ.ptr, gK.ptr, gV.ptr, gtrain.ptr, use_icl ? gicl.ptr : nullptr, B, K, T, D, Hd,
+                                                  mask, softmax, 0.8f, transpose);
+                check_close("tint attention", ref, down(gO, ref.size()));
+            }
+    {
+        Vec X = rnd((size_t)rows * D, r);
+        const Vec e = rnd((size_t)rows * D, r), ao = rnd(Taux + K, r, -3, 3), an = rnd(Taux + K, r, -3, 3);
+        auto gX = up(X), ge = up(e), gao = up(ao), gan = up(an);
+        icl::tint_gate_forward(X.data(), e.data(), ao.data(), an.data(), 0.5, -0.25, pos.data(), B, K, T, D, Taux);
+        op::tint_gate_forward<float>(GPU, gX.ptr, ge.ptr, gao.ptr, gan.ptr, 0.5f, -0.25f, gpos.ptr, B, K, T, D, Taux);
+        check_close("tint gate", X, down(gX, X.size()));
+    }
+    {
+        const Vec src = rnd(400, r);  // read up to 7 + 150 + 5·30 + 11 = 318
+        Vec dst = rnd(300, r);
+        auto gs = up(src), gd = up(dst);
+        icl::copy_block(dst.data() + 3, 140, 20, src.data() + 7, 150, 30, 2, 6, 11);
+        icl::fill_block(dst.data() + 14, 140, 20, 2, 6, 4, 0.5);
+        op::copy_block<float>(GPU, gd.ptr + 3, 140, 20, gs.ptr + 7, 150, 30, 2, 6, 11);
+        op::fill_block<float>(GPU, gd.ptr + 14, 140, 20, 2, 6, 4, 0.5f);
+        check_close("copy/fill block", dst, down(gd, dst.size()), 0, 0);  // copies: exact
+    }
+    {
+        const int d = 16, V = 37, R = B * T;
+        const Vec logits = rnd((size_t)R * V, r, -4, 4), E = rnd((size_t)V * d, r);
+        std::vector<int> ids(R);
+        for (auto& t : ids) t = (int)r.below(V);
+        std::vector<uint8_t> m(R);
+        for (int i = 0; i < R; i++) m[i] = (i % T) + 1 < T && r.below(4) != 0;
+        Vec ref((size_t)R * d);
+        icl::tint_loss_gradient(ref.data(), logits.data(), E.data(), ids.data(), m.data(), R, d, V);
+        auto gl = up(logits), gE = up(E), gout = poisoned(ref.size());
+        auto gids = up(ids);
+        Buffer<uint8_t> gm(GPU, m.size());
+        device_copy(GPU, gm.ptr, m.data(), m.size(), Copy::host_to_device);
+        op::tint_loss_gradient<float>(GPU, gout.ptr, gl.ptr, gE.ptr, gids.ptr, gm.ptr, R, d, V);
+        check_close("tint loss gradient", ref, down(gout, ref.size()));
+    }
+}
+
 // ================================ whole models (need a GPU) ================================
 
 TEST_CASE("cuda models: the CGT's parallel inference modes (frozen, frozen with context, EMA, transplanted y) and --fold from a GPU model" * GPU_CASE) {
@@ -1147,11 +1262,25 @@ TEST_CASE("cuda models: GPT vector task (MSE head) and a training step on the GP
     // one AdamW step on each side (clipping included): parameters stay close
     AdamWConfig adam;
     adam.weight_decay = 0.1f;
-    const double n_ref = ref.s.update(adam, 1e-3), n_gpu = gpu.s.update(adam, 1e-3);
+    const double lr = 1e-3;
+    const std::vector<double> g_ref = ref.s.to_host(ref.s.grads, 0, ref.s.ptable.total);
+    const double n_ref = ref.s.update(adam, lr), n_gpu = gpu.s.update(adam, lr);
     CHECK(std::fabs(n_gpu - n_ref) <= 1e-4 * n_ref);
     std::vector<double> pr = ref.s.to_host(ref.s.params, 0, ref.s.ptable.total);
     std::vector<float> pg = gpu.s.to_host(gpu.s.params, 0, gpu.s.ptable.total);
-    check_close("parameters after one AdamW step", pr, Vec(pg.begin(), pg.end()), 1e-6, 1e-4);
+    // AdamW's first step moves each parameter by lr·g/(|g| + eps) (+ decay): about ±lr whatever |g|, so where a
+    // gradient is tiny (|g| ~ eps after clipping, or an fp32 rounding of ~0) fp32 and fp64 may move it by different
+    // fractions of lr. Those parameters are held to that bound; every other one to fp32 rounding.
+    double gmax = 0;
+    for (double g : g_ref) gmax = std::max(gmax, std::fabs(g));
+    Vec big_ref, big_got;
+    int small_bad = 0;
+    for (size_t i = 0; i < pr.size(); i++) {
+        if (std::fabs(g_ref[i]) >= 1e-4 * gmax) { big_ref.push_back(pr[i]); big_got.push_back(pg[i]); }
+        else small_bad += std::fabs((double)pg[i] - pr[i]) > 2 * lr + 1e-6;
+    }
+    check_close("parameters after one AdamW step (gradients >= 1e-4·max)", big_ref, big_got, 1e-6, 1e-4);
+    CHECK(small_bad == 0);
 }
 
 TEST_CASE("cuda models: GPT with --act relu over five AdamW steps (losses and gradient norms), and greedy sampling" * GPU_CASE) {
@@ -1212,6 +1341,7 @@ TEST_CASE("cuda models: CGT (aux pass, R_C, R_D, VAE + KL) and the kernel LM, CP
     for (int i = 0; i < kb.B * kb.T; i++) {
         kb.tokens.push_back((int)r.below(kc.V));
         kb.targets.push_back((int)r.below(kc.V));
+        kb.mask.push_back(1.0f);  // required with targets (data/batch.h)
         kb.pos.push_back(3 + i % kb.T);
     }
     KernelLM<double> kref(kc, Device::cpu, 9);
@@ -1292,6 +1422,61 @@ TEST_CASE("cuda models: a checkpoint saved on one device loads on the other" * G
     gpu2.s.load(dir + "/cpu.safetensors");
     CHECK(gpu2.s.to_host(gpu2.s.params, 0, gpu2.s.ptable.total) == cpu2.s.to_host(cpu2.s.params, 0, cpu2.s.ptable.total));
     std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cuda models: TinT (the fp32 simulator on the GPU vs the fp64 simulator on the CPU): logits before/after and decoded weights" * GPU_CASE) {
+    REQUIRE_GPU();
+    set_tf32(false);
+    GPTConfig g;
+    g.L = 2; g.C = 24; g.NH = 3; g.V = 20; g.maxT = 16; g.act = "gelu";
+    TintConfig c = TintConfig::from_aux(g);
+    c.eta = 0.05;
+    c.gate_scale = 20;  // tanh(20) rounds to 1 in fp32 and fp64: exact gates on both sides
+    GPT<double> aux64(g, Device::cpu, 1);
+    tint_random_aux(aux64, 931, 0.3);
+    std::vector<double> p64 = aux64.s.to_host(aux64.s.params, 0, aux64.s.ptable.total);
+    for (auto& v : p64) v = (double)(float)v;  // the same numbers on both sides
+    aux64.s.upload(aux64.s.params, 0, p64.data(), p64.size());
+    GPT<float> aux32(g, Device::cpu, 1);
+    const std::vector<float> p32(p64.begin(), p64.end());
+    aux32.s.upload(aux32.s.params, 0, p32.data(), p32.size());
+    GPT<float> aux_gpu(g, GPU, 1);
+    aux_gpu.s.upload(aux_gpu.s.params, 0, p32.data(), p32.size());
+    // two sequences, one with the block ICL mask, so the batched masks and positions are exercised
+    TintInput in;
+    in.B = 2; in.T = 12;
+    Rng r(932);
+    for (int b = 0; b < in.B; b++)
+        for (int t = 0; t < in.T; t++) { in.ids.push_back((int)r.below(g.V)); in.train.push_back(t < 7); in.pos.push_back(t % 6 + b); }
+    in.icl.assign((size_t)in.B * in.T * in.T, 0);
+    for (int b = 0; b < in.B; b++)
+        for (int i = 0; i < in.T; i++)
+            for (int j = 0; j <= i; j++) in.icl[((size_t)b * in.T + i) * in.T + j] = b == 0 || (i / 6 == j / 6);
+    const TintOutput<double> ref = Tint<double>(c, Device::cpu).run(aux64, in, 2, 1);
+    const TintOutput<float> cpu = Tint<float>(c, Device::cpu).run(aux32, in, 2, 1);
+    // the simulator on the GPU, driven once by a CPU auxiliary model and once by a GPU one: the same result
+    const TintOutput<float> gpu = Tint<float>(c, GPU).run(aux32, in, 2, 1);
+    const TintOutput<float> gpu2 = Tint<float>(c, GPU).run(aux_gpu, in, 2, 1);
+    CHECK(gpu.logits1 == gpu2.logits1);
+    CHECK(gpu.params == gpu2.params);
+    // fp32 error on the GPU no larger than a small multiple of the CPU fp32 simulator's own (the finite differences
+    // of the LayerNorm / activation backward amplify rounding by ~1/ε, so fp32 has a visible error on both devices)
+    auto relerr = [](const auto& a, const std::vector<double>& b) {
+        double n = 0, z = 0;
+        for (size_t i = 0; i < b.size(); i++) { n += ((double)a[i] - b[i]) * ((double)a[i] - b[i]); z += b[i] * b[i]; }
+        return std::sqrt(n / std::max(z, 1e-300));
+    };
+    struct Row { const char* what; double cpu, gpu; };
+    const Row rows[] = {{"logits0", relerr(cpu.logits0, ref.logits0), relerr(gpu.logits0, ref.logits0)},
+                        {"logits1", relerr(cpu.logits1, ref.logits1), relerr(gpu.logits1, ref.logits1)},
+                        {"weights seq 0", relerr(cpu.params[0], ref.params[0]), relerr(gpu.params[0], ref.params[0])},
+                        {"weights seq 1", relerr(cpu.params[1], ref.params[1]), relerr(gpu.params[1], ref.params[1])}};
+    for (const Row& rw : rows) {
+        INFO(std::string(rw.what) << ": CPU fp32 rel. err " << rw.cpu << ", GPU fp32 " << rw.gpu);
+        CHECK(rw.gpu <= std::max(4 * rw.cpu, 1e-6));
+    }
+    CHECK(gpu.fwd_blocks == ref.fwd_blocks);
+    CHECK(gpu.bwd_blocks == ref.bwd_blocks);
 }
 
 TEST_CASE("cuda binaries: gradcheck --devices cpu,cuda passes on the GPT and the CGT" * GPU_CASE) {

@@ -147,6 +147,128 @@ TEST_CASE("H-split ops (spec §2.2, §10.1): split-wise = block-diagonal matmul,
     CHECK(dm.params() == (int64_t)D * H + D);      // D·H (+ bias)
 }
 
+TEST_CASE("TinT attention op (layers/tint_ops.h, spec §2.1): every mask, linear and softmax, the transpose rule, the ICL mask, B > 1") {
+    // Against a dense reference written straight from the definitions: the mask as a full (N,N) table, scores
+    // <q_i,k_j> per head, softmax over the allowed set (all 0 if empty) or the raw scores, O = Σ_j a v_j; the
+    // transpose: O_i = Σ_{j ≥ i, train[j] or j = i} a[j][i] v_j for data rows, prefix rows 0.
+    const int B = 2, K = 3, T = 6, N = K + T, D = 12, H = 3, k = D / H;
+    Rng r(501);
+    std::vector<double> Q((size_t)B * N * D), Kx(Q.size()), Vx(Q.size());
+    fill_normal(Q.data(), Q.size(), r);
+    fill_normal(Kx.data(), Kx.size(), r);
+    fill_normal(Vx.data(), Vx.size(), r);
+    std::vector<uint8_t> train((size_t)B * T), icl((size_t)B * T * T);
+    for (auto& t : train) t = r.below(2);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) icl[((size_t)b * T + i) * T + j] = j == i || (j < i && r.below(3) != 0);
+    for (TintMask mask : {TintMask::data_to_prefix, TintMask::prefix_to_train, TintMask::causal_data})
+        for (bool softmax : {false, true})
+            for (bool transpose : {false, true})
+                for (bool use_icl : {false, true}) {
+                    if (transpose && mask != TintMask::causal_data) continue;  // the backward module's rule
+                    if (use_icl && mask != TintMask::causal_data) continue;
+                    CAPTURE((int)mask); CAPTURE(softmax); CAPTURE(transpose); CAPTURE(use_icl);
+                    const double scale = 0.7;
+                    std::vector<double> O(Q.size(), NAN), a((size_t)B * H * N * N);
+                    tint_attention_forward(O.data(), a.data(), Q.data(), Kx.data(), Vx.data(), train.data(), use_icl ? icl.data() : nullptr, B, K, T,
+                                           D, H, mask, softmax, scale, transpose);
+                    double worst = 0;
+                    for (int b = 0; b < B; b++) {
+                        auto ok = [&](int i, int j) {  // may state row i read column j?
+                            const bool di = i >= K, dj = j >= K;
+                            if (mask == TintMask::data_to_prefix) return di && !dj;
+                            if (mask == TintMask::prefix_to_train) return !di && dj && train[(size_t)b * T + j - K] != 0;
+                            return di && dj && j <= i && (!use_icl || icl[((size_t)b * T + i - K) * T + j - K] != 0);
+                        };
+                        for (int h = 0; h < H; h++) {
+                            std::vector<double> A((size_t)N * N, 0.0);
+                            for (int i = 0; i < N; i++) {
+                                std::vector<double> s(N, 0.0);
+                                double mx = -INFINITY;
+                                for (int j = 0; j < N; j++)
+                                    if (ok(i, j)) {
+                                        for (int x = 0; x < k; x++) s[j] += Q[((size_t)b * N + i) * D + h * k + x] * Kx[((size_t)b * N + j) * D + h * k + x];
+                                        mx = std::max(mx, scale * s[j]);
+                                    }
+                                double z = 0;
+                                for (int j = 0; j < N; j++)
+                                    if (ok(i, j)) z += std::exp(scale * s[j] - mx);
+                                for (int j = 0; j < N; j++)
+                                    if (ok(i, j)) A[(size_t)i * N + j] = softmax ? std::exp(scale * s[j] - mx) / z : s[j];
+                            }
+                            for (int i = 0; i < N; i++)
+                                for (int x = 0; x < k; x++) {
+                                    double o = 0;
+                                    for (int j = 0; j < N; j++) {
+                                        double wij = A[(size_t)i * N + j];
+                                        if (transpose) wij = (i >= K && j >= i && (train[(size_t)b * T + j - K] || j == i)) ? A[(size_t)j * N + i] : 0.0;
+                                        o += wij * Vx[((size_t)b * N + j) * D + h * k + x];
+                                    }
+                                    worst = std::max(worst, std::abs(o - O[((size_t)b * N + i) * D + h * k + x]));
+                                }
+                        }
+                    }
+                    CHECK(worst < 1e-13);
+                }
+}
+
+TEST_CASE("TinT position, gate and block ops (layers/tint_ops.h): as defined, B > 1") {
+    const int B = 2, K = 2, T = 3, N = K + T, D = 6, H = 2, k = D / H, Taux = 5, Ts = Taux + K;
+    Rng r(502);
+    std::vector<int> pos = {4, 0, 2, 1, 3, 3};
+    std::vector<double> Y((size_t)B * N * D), P((size_t)k * Ts), e(Y.size()), ao(Ts), an(Ts);
+    for (auto* v : {&Y, &P, &e, &ao, &an}) fill_normal(v->data(), v->size(), r);
+    const std::vector<uint8_t> lam = {0, 1};
+    std::vector<double> Yp = Y;
+    tint_add_position(Yp.data(), P.data(), lam.data(), pos.data(), B, K, T, D, H, Taux);
+    std::vector<double> G = Y;
+    tint_gate_forward(G.data(), e.data(), ao.data(), an.data(), 0.3, -0.2, pos.data(), B, K, T, D, Taux);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < N; i++) {
+            const int p = i < K ? Taux + i : pos[(size_t)b * T + i - K];  // the one-hot position of the row
+            for (int j = 0; j < D; j++) {
+                const size_t x = ((size_t)b * N + i) * D + j;
+                const double add = lam[j / k] ? P[(size_t)(j % k) * Ts + p] : 0.0;
+                CHECK(Yp[x] == Y[x] + add);
+                CHECK(G[x] == doctest::Approx(std::tanh(ao[p] + 0.3) * Y[x] + std::tanh(an[p] - 0.2) * e[x]).epsilon(1e-15));
+            }
+        }
+    // copy_block / fill_block: a (2 × 3 × 4) block out of a strided source, the rest untouched
+    std::vector<double> src(200), dst(200, -1.0);
+    std::iota(src.begin(), src.end(), 0.0);
+    copy_block(dst.data() + 5, 50, 10, src.data() + 1, 60, 7, 2, 3, 4);
+    fill_block(dst.data() + 9, 50, 10, 2, 3, 1, 9.5);
+    int written = 0;
+    for (int b = 0; b < 2; b++)
+        for (int rr = 0; rr < 3; rr++)
+            for (int c = 0; c < 5; c++) {
+                const double want = c < 4 ? src[1 + b * 60 + rr * 7 + c] : 9.5;
+                CHECK(dst[5 + b * 50 + rr * 10 + c] == want);
+                written++;
+            }
+    CHECK(std::count(dst.begin(), dst.end(), -1.0) == 200 - written);
+}
+
+TEST_CASE("TinT loss gradient op: B sequences as one batch of B·T rows = each sequence alone") {
+    const int B = 3, T = 5, d = 4, V = 7;
+    Rng r(503);
+    std::vector<double> logits((size_t)B * T * V), E((size_t)V * d);
+    fill_normal(logits.data(), logits.size(), r);
+    fill_normal(E.data(), E.size(), r);
+    std::vector<int> ids((size_t)B * T);
+    for (auto& t : ids) t = (int)r.below(V);
+    std::vector<uint8_t> m((size_t)B * T);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) m[(size_t)b * T + t] = t + 1 < T && (t + b) % 3 != 0;  // 0 at every last row
+    std::vector<double> all((size_t)B * T * d), one((size_t)T * d);
+    tint_loss_gradient(all.data(), logits.data(), E.data(), ids.data(), m.data(), B * T, d, V);
+    for (int b = 0; b < B; b++) {
+        tint_loss_gradient(one.data(), logits.data() + (size_t)b * T * V, E.data(), ids.data() + (size_t)b * T, m.data() + (size_t)b * T, T, d, V);
+        CHECK(std::equal(one.begin(), one.end(), all.begin() + (size_t)b * T * d));
+    }
+}
+
 TEST_CASE("Linear Forward (§10.2): Wx+b, memory = x exactly, prefixes bit-identical, other coordinates 0; row->prefix map (§10.3)") {
     Bench bn(9, 9, 2);
     const int d = bn.d, K = bn.K, S = bn.c.S, D = bn.D;

@@ -66,17 +66,6 @@ step() {  # step NAME CMD...: runs CMD, records its exit status and time
     results+=("$(printf '%-5s %5ss  %s' "$rc" "$((SECONDS - t0))" "$name")")
     [ $rc -eq 0 ] || failures+=("$name")
 }
-expect_refusal() {  # a binary that does not run on the GPU yet (issue 14): one line and a non-zero exit is expected
-    local name=$1; shift
-    echo
-    echo "=== $name (expected to refuse --device cuda: issue 14): $*"
-    local out rc
-    out=$("$@" 2>&1); rc=$?
-    echo "$out" | tail -3
-    if [ $rc -ne 0 ] && [ -n "$out" ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "on the CPU"; then
-        results+=("$(printf '%-5s %5s   %s' refus - "$name (one line, exit $rc)")")
-    else results+=("$(printf '%-5s %5s   %s' "$rc" - "$name: expected a one-line 'runs on the CPU' refusal")"); failures+=("$name"); fi
-}
 py=python3
 command -v "$py" >/dev/null 2>&1 || py=/usr/bin/python3
 nproc=$(nproc 2>/dev/null || echo 4)
@@ -131,7 +120,7 @@ if want gradcheck; then
     step "gradcheck gpt vocab 50257" $B/gradcheck --devices cpu,cuda --task random --vocab 50257 --layers 2 --width 768 --heads 12 --batch 2 --seq 256 --atol 1e-4
     step "gradcheck cgt" $B/gradcheck --devices cpu,cuda --model cgt
     step "gradcheck cgt vae softmax" $B/gradcheck --devices cpu,cuda --model cgt --layers 3 --ell 1 --width 48 --heads 4 --dy 16 --seq 60 --batch 4 --vae --horizon 8 --mix softmax
-    echo; echo "(gradcheck has no kernel-LM or TinT model yet: the kernel LM is compared in the test case 'cuda models: CGT … and the kernel LM'; TinT does not run on the GPU: issue 14)"
+    echo; echo "(gradcheck has no kernel-LM or TinT model: the kernel LM is compared in the test case 'cuda models: CGT … and the kernel LM', TinT in 'cuda models: TinT …')"
 fi
 
 if want runs; then
@@ -150,7 +139,9 @@ if want runs; then
     step "iclca e4 on cuda (ICLAA hybrid attention)" $B/iclca e4 --layers 3 --width 64 --heads 4 --trials 3 --features 16,256,4096 --device cuda --out $o/iclca_e4
     step "iclca bench on cuda" $B/iclca bench --Ms 0,256 --Ts 256,1024 --gen 32 --device cuda --out $o/iclca_bench
     step "duallens experiment on cuda" $B/duallens experiment --preset tiny --device cuda --out $o/duallens
-    expect_refusal "tint check on cuda" $B/tint check --device cuda --out $o/tint
+    step "tint check on cuda (fp32 simulator on the GPU vs oracle A)" $B/tint check --device cuda --k 2 --s 1 --out $o/tint_check
+    step "tint bench on cuda" $B/tint bench --device cuda --out $o/tint_bench
+    step "tint fewshot tiny on cuda (the auxiliary model trained there)" $B/tint fewshot --preset tiny --device cuda --out $o/tint_fewshot
     if command -v mpirun >/dev/null 2>&1; then
         step "mpirun -np 1 train_gpt on cuda" mpirun --allow-run-as-root -np 1 $B/train_gpt --preset tiny --steps 5 --device cuda --out $o/mpi1
     else

@@ -29,6 +29,7 @@
 #include "layers/matmul.h"
 #include "layers/relu.h"
 #include "layers/residual.h"
+#include "layers/tint_ops.h"
 #ifdef ICL_CUDA
 #include "cuda/layers.h"
 #endif
@@ -412,6 +413,57 @@ void qkv_adapter_backward(Device dev, real* dinp, real* dA, real* dB, real* dz, 
     OpTimer timer_("attention adapter bwd", dev);
     ON_GPU(qkv_adapter_backward(dinp, dA, dB, dz, dqkv, inp, z, u, A, Bw, c, slot, N, Cin, C, dh));
     icl::qkv_adapter_backward(dinp, dA, dB, dz, dqkv, inp, z, u, A, Bw, c, slot, N, Cin, C, dh);
+}
+// ---- TinT's simulator layers, batched over sequences (src/layers/tint_ops.h; forward only) ----
+template <typename real>
+void hsplit_split_forward(Device dev, real* out, const real* in, const int* rowptr, const int* col, const real* w, const real* b, int N, int D) {
+    OpTimer timer_("tint hsplit", dev);
+    ON_GPU(hsplit_split_forward(out, in, rowptr, col, w, b, N, D));
+    icl::hsplit_split_forward(out, in, rowptr, col, w, b, N, D);
+}
+template <typename real>
+void hsplit_dim_forward(Device dev, real* out, const real* in, const real* W, const uint8_t* live, const real* b, int N, int D, int H) {
+    OpTimer timer_("tint hsplit", dev);
+    ON_GPU(hsplit_dim_forward(out, in, W, live, b, N, D, H));
+    icl::hsplit_dim_forward(out, in, W, live, b, N, D, H);
+}
+template <typename real>
+void tint_add_position(Device dev, real* Y, const real* P, const uint8_t* lam, const int* pos, int B, int K, int T, int D, int H, int Taux) {
+    OpTimer timer_("tint position", dev);
+    ON_GPU(tint_add_position(Y, P, lam, pos, B, K, T, D, H, Taux));
+    icl::tint_add_position(Y, P, lam, pos, B, K, T, D, H, Taux);
+}
+template <typename real>
+void tint_attention_forward(Device dev, real* O, real* a, const real* Q, const real* Kx, const real* Vx, const uint8_t* train, const uint8_t* icl,
+                            int B, int K, int T, int D, int H, TintMask mask, bool softmax, real scale, bool transpose) {
+    OpTimer timer_("tint attention", dev);
+    ON_GPU(tint_attention_forward(O, a, Q, Kx, Vx, train, icl, B, K, T, D, H, (int)mask, softmax, scale, transpose));
+    icl::tint_attention_forward(O, a, Q, Kx, Vx, train, icl, B, K, T, D, H, mask, softmax, scale, transpose);
+}
+template <typename real>
+void tint_gate_forward(Device dev, real* X, const real* e, const real* a_old, const real* a_new, real b_old, real b_new, const int* pos, int B,
+                       int K, int T, int D, int Taux) {
+    OpTimer timer_("tint gate", dev);
+    ON_GPU(tint_gate_forward(X, e, a_old, a_new, b_old, b_new, pos, B, K, T, D, Taux));
+    icl::tint_gate_forward(X, e, a_old, a_new, b_old, b_new, pos, B, K, T, D, Taux);
+}
+template <typename real>
+void copy_block(Device dev, real* dst, int64_t dbs, int64_t dld, const real* src, int64_t sbs, int64_t sld, int B, int rows, int cols) {
+    OpTimer timer_("copy block", dev);
+    ON_GPU(copy_block(dst, dbs, dld, src, sbs, sld, B, rows, cols));
+    icl::copy_block(dst, dbs, dld, src, sbs, sld, B, rows, cols);
+}
+template <typename real>
+void fill_block(Device dev, real* dst, int64_t dbs, int64_t dld, int B, int rows, int cols, real v) {
+    OpTimer timer_("copy block", dev);
+    ON_GPU(fill_block(dst, dbs, dld, B, rows, cols, v));
+    icl::fill_block(dst, dbs, dld, B, rows, cols, v);
+}
+template <typename real>
+void tint_loss_gradient(Device dev, real* grad, const real* logits, const real* E, const int* ids, const uint8_t* m, int T, int d, int V) {
+    OpTimer timer_("tint loss gradient", dev);
+    ON_GPU(tint_loss_gradient(grad, logits, E, ids, m, T, d, V));
+    icl::tint_loss_gradient(grad, logits, E, ids, m, T, d, V);
 }
 #undef ON_GPU
 #undef ON_GPU_RET

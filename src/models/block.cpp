@@ -177,7 +177,11 @@ real* block_forward(ModelState<real>& s, const std::string& h, const std::string
         if (k.mod.g1) op::qkv_adapter_forward(dev, A("qkv"), A("adv.z"), A("adv.u"), u, P("attn.adv.A"), P("attn.adv.B"), k.mod.c, 2, N, Cu, C, k.mod.dh);
     }
     ICL_ASSERT_MSG(!b.kstart || (k.attn == AttnKind::softmax && !k.mod.attention_active()), "a key start needs plain softmax attention");
-    if (k.attn == AttnKind::softmax && k.mod.attention_active()) {
+    if (b.attention) {
+        // atty = the caller's attention of qkv (inference only)
+        ICL_ASSERT_MSG(k.attn == AttnKind::softmax && !k.mod.any() && !b.kstart, "an attention override replaces plain softmax attention");
+        b.attention(h, A("qkv"), A("atty"));
+    } else if (k.attn == AttnKind::softmax && k.mod.attention_active()) {
         // regularized / negative attention; the lowsim rule's input similarity reads u
         op::attention_mod_forward(dev, A("atty"), A("att"), b.scratch, A("qkv"), k.mod.needs_sim_src() ? u : nullptr, k.mod, b.mod_seed, b.B,
                                   b.T, C, k.NH, Cu);
@@ -211,6 +215,7 @@ void block_backward(ModelState<real>& s, const std::string& h, const std::string
     auto D = [&](const std::string& n) { return s.dact(h + n); };
     auto P = [&](const std::string& n) { return s.param(p + n); };
     auto G = [&](const std::string& n) { return s.grad(p + n); };
+    ICL_ASSERT_MSG(!b.attention, "block_backward: the forward's attention was overridden (inference only)");
     const std::string u2 = mix_out(k, 2), u1 = mix_out(k, 1);
     // res3 = res2 + fcproj
     op::residual_backward(dev, D("res2"), D("fcproj"), D("res3"), (int64_t)N * C);

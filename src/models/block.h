@@ -99,6 +99,9 @@ struct BlockRun {
     real* dux2 = nullptr;
     // blocks_backward: the activation gradients are laid out by share_block_gradients (zeroed block by block)
     bool shared_grads = false;
+    // Inference only: replaces the softmax attention of every block, atty (B,T,C) from qkv (B,T,3C) of the block at
+    // activation prefix h (ICLAA's hybrid attention, models/iclca/iclaa.h). block_backward refuses a run with it.
+    std::function<void(const std::string& h, const real* qkv, real* atty)> attention;
 };
 
 // Forward of one block from x (B,T,C); returns <h>res3.

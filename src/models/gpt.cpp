@@ -136,6 +136,7 @@ BlockRun<real> GPT<real>::block_run() {
     b.scratch = scratch_.ptr;
     b.mod_seed = seed_ * 0x9E3779B97F4A7C15ull + forwards_;  // the random neighbours of this forward (and its backward)
     b.shared_grads = shared_dacts_;
+    b.attention = attention_override;
     return b;
 }
 
@@ -164,6 +165,7 @@ double GPT<real>::forward(const Batch& bt) {
     in_.upload(s.dev, bt, batch_spec());  // the batch contract (data/batch.h), then the device copies
     layout(bt.B, bt.T);
     forwards_++;
+    overridden_ = (bool)attention_override;
     const Device dev = s.dev;
     const int C = cfg.C;
     const int* pos = in_.pos_ptr();
@@ -181,6 +183,7 @@ double GPT<real>::forward(const Batch& bt) {
 template <typename real>
 void GPT<real>::backward() {
     if (!head_.ready()) fail("backward() needs a forward() with targets first");
+    if (overridden_ || attention_override) fail("backward(): the forward ran an attention override (inference only)");
     const Device dev = s.dev;
     const int C = cfg.C;
     s.zero_grad();

@@ -85,6 +85,10 @@ struct GPT {
     // own, as --dump-npy and the device comparison need; takes effect at the next forward.
     void keep_all_activation_gradients(bool on) { keep_all_dacts_ = on; }
 
+    // Inference only: when set, every block's softmax attention is this function of (activation prefix "h.<l>.", qkv,
+    // atty) — ICLAA's hybrid attention (models/iclca/iclaa.h). backward() refuses a forward that used it.
+    std::function<void(const std::string& h, const real* qkv, real* atty)> attention_override;
+
     BatchSpec batch_spec() const;   // what forward accepts (data/batch.h)
     // What moves between steps besides the parameters (resumable checkpoints): the random-neighbour draw count.
     RandomState random_state() { return {{}, {{"gpt.forwards", &forwards_}}}; }
@@ -97,6 +101,7 @@ private:
     Buffer<real> scratch_;
     uint64_t seed_ = 0, forwards_ = 0;  // attention mods, random neighbours: a fresh draw per forward
     bool keep_all_dacts_ = false, shared_dacts_ = false;  // asked for; how the current table is laid out
+    bool overridden_ = false;       // the last forward ran attention_override
 };
 
 }  // namespace icl

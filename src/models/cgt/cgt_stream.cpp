@@ -166,10 +166,13 @@ const real* CGTStream<real>::run(const int* token, const real* v, int pos) {
                 // y^ℓ = y, or LN(y) with --ln-gen; eval VAE: y_used = μ = y^ℓ.
                 // EMA: u_t = (1−γ) u_{t−1} + γ y^ℓ_t (in double, as ema_outputs)
                 const size_t ybytes = (size_t)c.dy * sizeof(real);
-                if (c.ln_gen) op::layernorm_forward(dev, yl_.ptr, yl_stat_.ptr, yl_stat_.ptr + 1, y_.ptr, s.param("yl_ln.w"), s.param("yl_ln.b"), 1, c.dy);
-                else device_copy(dev, yl_.ptr, y_.ptr, ybytes, Copy::device_to_device);
-                if (src_ == YSource::ema) op::ema_step(dev, ema_.ptr, yuse_.ptr, yl_.ptr, gamma_, c.dy);
-                else device_copy(dev, yuse_.ptr, yl_.ptr, ybytes, Copy::device_to_device);
+                const real* yl = y_.ptr;
+                if (c.ln_gen) {
+                    op::layernorm_forward(dev, yl_.ptr, yl_stat_.ptr, yl_stat_.ptr + 1, y_.ptr, s.param("yl_ln.w"), s.param("yl_ln.b"), 1, c.dy);
+                    yl = yl_.ptr;
+                }
+                if (src_ == YSource::ema) op::ema_step(dev, ema_.ptr, yuse_.ptr, yl, gamma_, c.dy);
+                else device_copy(dev, yuse_.ptr, yl, ybytes, Copy::device_to_device);
             }
         }
     }
@@ -178,7 +181,8 @@ const real* CGTStream<real>::run(const int* token, const real* v, int pos) {
     if (c.d_out > 0) op::matmul_forward(dev, out_.ptr, lnf_.ptr, s.param("head.w"), s.param("head.b"), 1, c.dx, c.d_out);
     else op::matmul_forward(dev, out_.ptr, lnf_.ptr, s.param("wte"), (const real*)nullptr, 1, c.dx, c.V);
     next_pos_ = pos + 1;
-    out_host_ = s.to_host(out_, 0, out_.n);
+    out_host_.resize(out_.n);  // allocated at the first step only
+    device_copy(dev, out_host_.data(), out_.ptr, out_.n * sizeof(real), Copy::device_to_host);
     return out_host_.data();
 }
 

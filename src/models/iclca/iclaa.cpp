@@ -81,48 +81,38 @@ std::vector<real> iclaa_logits(GPT<real>& g, const PerformerFeatures& f, const I
     const Device dev = g.s.dev;
     const bool use_bias = bias && !bias->empty(), favor = f.kind == FeatureKind::favor;
     const size_t per_om = (size_t)NH * m * hs;
-    // everything on g's device: the token and position ids, one layer's features and prompt terms at a time
-    std::vector<int> pos(T);
-    for (int t = 0; t < T; t++) pos[t] = p0 + t;
-    Buffer<int> d_tok(dev, T), d_pos(dev, T);
-    device_copy(dev, d_tok.ptr, tokens.data(), T * sizeof(int), Copy::host_to_device);
-    device_copy(dev, d_pos.ptr, pos.data(), T * sizeof(int), Copy::host_to_device);
-    Buffer<real> x(dev, (size_t)T * C), u(dev, (size_t)T * C), qkv(dev, (size_t)T * 3 * C), atty(dev, (size_t)T * C),
-        tmp(dev, (size_t)T * C), fch(dev, (size_t)T * 4 * C), fg(dev, (size_t)T * 4 * C), mean(dev, T), rstd(dev, T), logits(dev, (size_t)T * V);
-    Buffer<double> lphi(dev, iclaa_attention_scratch_size(T, NH, m, sim == AttnSim::kernel ? 1 : 0)), om(dev, favor ? per_om : 0), bkv(dev, use_bias ? per_om : 0),
-        bd(dev, use_bias ? (size_t)NH * m : 0), kap(dev, use_bias ? NH : 0);
+    // the GPT's own forward, its softmax attention replaced by the hybrid one; one layer's features and prompt
+    // terms at a time on g's device
+    Buffer<double> lphi(dev, iclaa_attention_scratch_size(T, NH, m, sim == AttnSim::kernel ? 1 : 0)), om(dev, favor ? per_om : 0),
+        bkv(dev, use_bias ? per_om : 0), bd(dev, use_bias ? (size_t)NH * m : 0), kap(dev, use_bias ? NH : 0);
     auto up = [&](Buffer<double>& dst, const std::vector<double>& src, size_t off) {
         if (dst.n) device_copy(dev, dst.ptr, src.data() + off * dst.n, dst.n * sizeof(double), Copy::host_to_device);
     };
-    auto P = [&](const std::string& n) { return (const real*)g.s.param(n); };
-    // x = wte[tok] + wpe[pos]
-    op::encoder_forward(dev, x.ptr, d_tok.ptr, d_pos.ptr, P("wte"), P("wpe"), 1, T, C, V, c.maxT);
     if (capture) capture->assign(c.L, {});
-    for (int l = 0; l < c.L; l++) {
-        const std::string h = "h." + std::to_string(l) + ".";
-        // x = x + attn(LN1(x))·Woᵀ + bo     (attention: exact softmax + approximate prompt bias)
-        op::layernorm_forward(dev, u.ptr, mean.ptr, rstd.ptr, x.ptr, P(h + "ln1.w"), P(h + "ln1.b"), T, C);
-        op::matmul_forward(dev, qkv.ptr, u.ptr, P(h + "attn.qkv.w"), P(h + "attn.qkv.b"), T, C, 3 * C);
+    struct Reset {  // the override ends with this call, whatever happens
+        GPT<real>& g;
+        ~Reset() { g.attention_override = nullptr; }
+    } reset{g};
+    g.attention_override = [&](const std::string& h, const real* qkv, real* atty) {
+        const int l = std::stoi(h.substr(2));  // "h.<l>."
         if (capture) {
-            const std::vector<real> q = g.s.to_host(qkv, 0, qkv.n);
+            std::vector<real> q((size_t)T * 3 * C);
+            device_copy(dev, q.data(), qkv, q.size() * sizeof(real), Copy::device_to_host);
             (*capture)[l].assign(q.begin(), q.end());
         }
+        // atty = exact softmax among the current tokens + the prompt's random-feature term (layers/iclaa_attention.h)
         up(om, f.omega, l);
         if (use_bias) { up(bkv, bias->kv, l); up(bd, bias->d, l); up(kap, bias->kappa, l); }
-        op::iclaa_attention_forward(dev, atty.ptr, lphi.ptr, qkv.ptr, favor ? om.ptr : nullptr, use_bias ? bkv.ptr : nullptr, bd.ptr, kap.ptr,
+        op::iclaa_attention_forward(dev, atty, lphi.ptr, qkv, favor ? om.ptr : nullptr, use_bias ? bkv.ptr : nullptr, bd.ptr, kap.ptr,
                                     sim == AttnSim::kernel ? 1 : 0, T, C, NH, m);
-        op::matmul_forward(dev, tmp.ptr, atty.ptr, P(h + "attn.proj.w"), P(h + "attn.proj.b"), T, C, C);
-        op::residual_forward(dev, x.ptr, x.ptr, tmp.ptr, (int64_t)T * C);
-        // x = x + GELU(LN2(x)·W1ᵀ + b1)·W2ᵀ + b2
-        op::layernorm_forward(dev, u.ptr, mean.ptr, rstd.ptr, x.ptr, P(h + "ln2.w"), P(h + "ln2.b"), T, C);
-        op::matmul_forward(dev, fch.ptr, u.ptr, P(h + "mlp.fc.w"), P(h + "mlp.fc.b"), T, C, 4 * C);
-        op::gelu_forward(dev, fg.ptr, fch.ptr, (int64_t)T * 4 * C);
-        op::matmul_forward(dev, tmp.ptr, fg.ptr, P(h + "mlp.proj.w"), P(h + "mlp.proj.b"), T, 4 * C, C);
-        op::residual_forward(dev, x.ptr, x.ptr, tmp.ptr, (int64_t)T * C);
-    }
-    op::layernorm_forward(dev, u.ptr, mean.ptr, rstd.ptr, x.ptr, P("lnf.w"), P("lnf.b"), T, C);
-    op::matmul_forward(dev, logits.ptr, u.ptr, P("wte"), (const real*)nullptr, T, C, V);  // tied head
-    return g.s.to_host(logits, 0, logits.n);
+    };
+    Batch bt;
+    bt.B = 1;
+    bt.T = T;
+    bt.tokens = tokens;
+    for (int t = 0; t < T; t++) bt.pos.push_back(p0 + t);
+    g.forward(bt);  // no targets: logits only
+    return g.outputs();
 }
 
 template <typename real>

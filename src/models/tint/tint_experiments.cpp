@@ -104,7 +104,7 @@ GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string&
     if (task == "text" && !given) read = text_load(cli.get("--data"), 0.1, T);
     const TextData& text = given ? *given : read;
     GPTConfig g = aux_config(cli, task == "text" ? BYTE_VOCAB : FEWSHOT_VOCAB);
-    GPT<float> m(g, Device::cpu, seed);
+    GPT<float> m(g, sim_device(cli), seed);
     TrainOptions o;
     o.steps = steps;
     o.lr = cli.get_double("--lr", 0, 10);
@@ -125,7 +125,10 @@ GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string&
     TrainResult r = train(m, o, [&](int) { return task == "text" ? text_batch(text.train, B, T, tr) : fewshot_batch(B, T, tr); },
                           [&]() { return std::map<std::string, double>{{"val_loss", m.forward(val)}}; });
     std::printf("auxiliary model: train loss %.4f  val_loss %.4f  (%.1f ms/step)\n", r.last_loss, r.last_eval["val_loss"], r.ms_per_step);
-    return m;
+    if (m.s.dev == Device::cpu) return m;
+    GPT<float> host(g, Device::cpu, seed);  // the references that use it (oracles, ICL) are host code
+    copy_params(host, m);
+    return host;
 }
 
 GPTConfig planned_aux_config(const Cli& cli, const std::string& task) {
@@ -179,7 +182,7 @@ int cmd_check(const Cli& cli) {
     c64.gate_scale = 20;
     TintOutput<double> o = Tint<double>(c64).run(aux, in, k, s);
     OracleOutput<double> A = oracle_a(aux, c64, in, 0, k, s);
-    TintOutput<float> o32 = Tint<float>(c).run(aux32, in, k, s);
+    TintOutput<float> o32 = Tint<float>(c, sim_device(cli)).run(aux32, in, k, s);
     OracleOutput<float> A32 = oracle_a(aux32, c, in, 0, k, s);
     aux.forward(tint_batch(in, 0));
     std::vector<double> gpt_logits = aux.outputs();
@@ -278,7 +281,7 @@ int cmd_params(const Cli& cli) {
     const int k = cli.given("--k") ? (int)cli.get_int("--k", 0, g.L) : g.L;  // default: every layer simulated
     nlohmann::json j = {{"subcommand", "params"}};
     auto show = [&](const char* title, const TintConfig& cc, int L, int kk) {
-        Tint<float> tt(cc);
+        Tint<float> tt(cc);  // counts only: the host form
         TintCount n = tt.count(kk);
         std::printf("%s: d=%d L=%d T=%d, K=%d D=%d H_lin=%d H_sim=%d, %d simulated layers\n", title, cc.d, L, cc.T, cc.K(), cc.D(), cc.H_lin(), cc.H_sim, kk);
         std::printf("  %-10s %16s %16s\n", "", "parameters", "non-zero");
@@ -344,7 +347,7 @@ int cmd_bench(const Cli& cli) {
     std::printf("tint bench: auxiliary %s model L=%d d=%d T=%d V=%d (%lld parameters); TinT K=%d D=%d, k=%d s=%d; %d threads\n"
                 "(timings on a shared, busy 2-core machine: medians of repeated runs)\n\n",
                 g.act.c_str(), g.L, g.C, T, g.V, (long long)g.num_params(), c.K(), c.D(), k, s, omp_get_max_threads());
-    Tint<float> tt(c);
+    Tint<float> tt(c, sim_device(cli));
     nlohmann::json rows = nlohmann::json::array();
     std::printf("  %3s | %12s %12s %8s | %14s %14s\n", "B", "TinT ms", "oracle A ms", "ratio", "TinT memory", "aux acts");
     for (int B : {1, 8}) {

@@ -39,6 +39,9 @@ void load_aux(GPT<float>& m, const Cli& cli);     // m's weights from --load or 
 TextData aux_text(const Cli& cli, const GPTConfig& g);
 // The auxiliary model's config before any work: --load's (its vocabulary checked against `task`), else the flags'.
 GPTConfig planned_aux_config(const Cli& cli, const std::string& task);
+// --device: where the fp32 simulator runs (and the auxiliary model trains). The references stay host code: oracle A,
+// the fp64 simulator of check/eps, and the auxiliary model's own evaluations (ICL, exact SGD) run on the CPU.
+inline Device sim_device(const Cli& cli) { return parse_device(cli.get("--device")); }
 // The auxiliary model: trained here on `task` (text | fewshot), or read from --load. `text` is the text task's data
 // when the caller has read it already (nullptr: train_aux reads --data itself).
 GPT<float> train_aux(const Cli& cli, const std::string& task, const std::string& dir, const std::string& save, const TextData* text);
@@ -46,7 +49,8 @@ GPT<float> load_or_train(const Cli& cli, const std::string& task, const std::str
 void write_summary(const std::string& dir, const Cli& cli, nlohmann::json j);
 template <typename to, typename from>
 inline void copy_params(GPT<to>& dst, const GPT<from>& src) {
-    std::vector<to> p(src.s.params.ptr, src.s.params.ptr + src.s.ptable.total);
+    const std::vector<from> h = src.s.to_host(src.s.params, 0, src.s.ptable.total);
+    std::vector<to> p(h.begin(), h.end());
     dst.s.upload(dst.s.params, 0, p.data(), p.size());
 }
 

@@ -1,5 +1,6 @@
 // tint_primitives.cpp — the TinT configuration and the primitives every simulated module is made of: H-split
-// linear maps, chains, positional terms, gates, TinT attention, and the layer/module forward that runs them.
+// linear maps, chains, positional terms, gates, TinT attention; their compilation onto a device, and the module
+// forward that runs them as op:: calls (src/layers/tint_ops.h), batched over sequences, on the CPU or the GPU.
 // See tint_sim.h and spec/tint.md.
 #include "models/tint/tint_sim.h"
 
@@ -10,11 +11,7 @@
 #include <cstring>
 
 #include "engine/common.h"
-#include "layers/gelu.h"
-#include "layers/layernorm.h"
-#include "layers/matmul.h"
-#include "layers/parallel.h"
-#include "layers/relu.h"
+#include "layers/dispatch.h"
 
 namespace icl {
 
@@ -85,7 +82,7 @@ void HSplit<real>::set(int h, int o, int i, double v) {
     ICL_ASSERT(!dimwise && h >= 0 && h < H && o >= 0 && o < c && i >= 0 && i < c);
     W[((size_t)h * c + o) * c + i] = (real)v;
     live[h] = 1;
-    built_ = false;
+    built = false;
 }
 
 template <typename real>
@@ -97,44 +94,32 @@ void HSplit<real>::set_all(int o, int i, double v) {
 
 template <typename real>
 void HSplit<real>::apply(real* out, const real* in, int N) const {
-    // The constructed ops are sparse (0/±1 patterns): split-wise blocks are applied as lists of their non-zero
-    // entries, dimension-wise ops only over the chunk pairs (o,i) that are non-zero somewhere. Serial: the
-    // simulator parallelises over sequences (Tint::run), and these ops are far too small for a parallel region.
-    if (!dimwise && !built_) prepare();
-    for (int n = 0; n < N; n++) {
-        const real* x = in + (size_t)n * D;  // (D)
-        real* y = out + (size_t)n * D;       // (D)
-        for (int j = 0; j < D; j++) y[j] = 0;
-        if (!dimwise) {
-            // M'[h,:] = W_h M[h,:] + b_h, as Σ over the non-zero W_h[o][i]
-            for (const Entry& e : nz_) y[e.o] += e.w * x[e.i];
-        } else {
-            // M'[:,x] = W_x M[:,x] + b_x
-            for (int o = 0; o < H; o++)
-                for (int i = 0; i < H; i++) {
-                    if (!live[(size_t)o * H + i]) continue;
-                    const real* w = W.data() + ((size_t)o * H + i) * c;
-                    const real* xi = x + (size_t)i * c;
-                    real* yo = y + (size_t)o * c;
-                    for (int k = 0; k < c; k++) yo[k] += w[k] * xi[k];
-                }
-        }
-        for (int j = 0; j < D; j++) y[j] += b[j];
+    if (!dimwise) {
+        if (!built) prepare();
+        op::hsplit_split_forward(Device::cpu, out, in, rowptr.data(), col.data(), w.data(), b.data(), N, D);
+    } else {
+        op::hsplit_dim_forward(Device::cpu, out, in, W.data(), live.data(), b.data(), N, D, H);
     }
 }
 
 template <typename real>
 void HSplit<real>::prepare() const {
-    nz_.clear();
+    // The constructed ops are sparse (0/±1 patterns): a split-wise op runs as the list of its non-zero entries, in
+    // row order (chunk h, output o, input i), grouped by output coordinate.
+    rowptr.assign(D + 1, 0);
+    col.clear();
+    w.clear();
     if (!dimwise)
         for (int h = 0; h < H; h++)
-            if (live[h])
-                for (int o = 0; o < c; o++)
+            for (int o = 0; o < c; o++) {
+                if (live[h])
                     for (int i = 0; i < c; i++) {
-                        const real w = W[((size_t)h * c + o) * c + i];
-                        if (w != real(0)) nz_.push_back({h * c + o, h * c + i, w});
+                        const real v = W[((size_t)h * c + o) * c + i];
+                        if (v != real(0)) { col.push_back(h * c + i); w.push_back(v); }
                     }
-    built_ = true;
+                rowptr[h * c + o + 1] = (int)col.size();
+            }
+    built = true;
 }
 
 template <typename real>
@@ -143,20 +128,6 @@ int64_t HSplit<real>::nonzeros() const {
     for (real v : W) n += v != real(0);
     for (real v : b) n += v != real(0);
     return n;
-}
-
-template <typename real>
-void Chain<real>::apply(real* out, const real* in, int N, int D) const {
-    if (zero) { std::fill(out, out + (size_t)N * D, real(0)); return; }
-    if (ops.empty()) { std::copy(in, in + (size_t)N * D, out); return; }
-    if (ops.size() == 1) { ops[0].apply(out, in, N); return; }
-    std::vector<real> a((size_t)N * D), b((size_t)N * D);
-    ops[0].apply(a.data(), in, N);
-    for (size_t i = 1; i + 1 < ops.size(); i++) {
-        ops[i].apply(b.data(), a.data(), N);
-        a.swap(b);
-    }
-    ops.back().apply(out, a.data(), N);
 }
 
 // Parameter counts: the dense size of every constructed tensor (nz = false) or its structurally non-zero entries.
@@ -207,157 +178,229 @@ template <typename real> int64_t TLayer<real>::nonzeros() const { return size_of
 template <typename real> int64_t Module<real>::params() const { return size_of(*this, false); }
 template <typename real> int64_t Module<real>::nonzeros() const { return size_of(*this, true); }
 
-// The one-hot position of state row i: data token t = i − K at pos[t]; prefix j at T_aux + j.
-static inline int row_position(const Seq& s, const TintConfig& c, int i) { return i < s.K ? c.T + i : s.pos[i - s.K]; }
+// ------------------------------------------------------------------------------------------------------
+// compilation: a module's weights flattened into three device buffers
 
-// May row i read column j (before any transpose)?
-static inline bool allowed(MaskKind m, const Seq& s, int i, int j) {
-    const int K = s.K;
-    switch (m) {
-        case MaskKind::data_to_prefix: return i >= K && j < K;
-        case MaskKind::prefix_to_train: return i < K && j >= K && s.train[j - K];
-        case MaskKind::causal_data:
-            return i >= K && j >= K && j <= i && (!s.icl || s.icl[(size_t)(i - K) * s.T + (j - K)]);
-    }
-    return false;
-}
+namespace {
 
-// q/k/v rows (N,D) += lam[h]·P[:, position] in head h's coordinates.
 template <typename real>
-static void add_position(real* Y, const PosTerm<real>& pt, const Seq& s, const TintConfig& c, int H, int N) {
-    if (!pt.used()) return;
-    const int D = c.D(), k = D / H, Ts = c.T_sim();
-    for (int i = 0; i < N; i++) {
-        const int p = row_position(s, c, i);
-        for (int h = 0; h < H; h++) {
-            if (!pt.lam[h]) continue;
-            real* y = Y + (size_t)i * D + (size_t)h * k;
-            for (int r = 0; r < k; r++) y[r] += pt.P[(size_t)r * Ts + p];
-        }
+struct Staging {  // the host side of Compiled<real>'s three buffers while they are filled
+    std::vector<real> reals;
+    std::vector<int> ints;
+    std::vector<uint8_t> flags;
+    template <typename T>
+    static size_t put(std::vector<T>& to, const std::vector<T>& v) {
+        const size_t o = to.size();
+        to.insert(to.end(), v.begin(), v.end());
+        return o;
     }
-}
-
-// e_new (N,D) = o( concat_h Σ_j a^h[i][j] v^h_j ), TinT attention with position terms (spec §2.1).
-template <typename real>
-static void attention(const TAttn<real>& A, real* out, const real* X, const Seq& s, const TintConfig& c) {
-    const int N = s.K + s.T, D = c.D(), H = A.H, k = D / H;
-    std::vector<real> Q((size_t)N * D), Kx((size_t)N * D), Vx((size_t)N * D), O((size_t)N * D, real(0));
-    A.q.apply(Q.data(), X, N, D);
-    A.k.apply(Kx.data(), X, N, D);
-    A.v.apply(Vx.data(), X, N, D);
-    add_position(Q.data(), A.pq, s, c, H, N);
-    add_position(Kx.data(), A.pk, s, c, H, N);
-    add_position(Vx.data(), A.pv, s, c, H, N);
-    // the columns row i may read lie in [j0(i), j1(i)); inside, allowed() has the last word (train flags, ICL mask)
-    auto range = [&](int i, int& j0, int& j1) {
-        j0 = j1 = 0;
-        if (A.mask == MaskKind::data_to_prefix && i >= s.K) { j0 = 0; j1 = s.K; }
-        if (A.mask == MaskKind::prefix_to_train && i < s.K) { j0 = s.K; j1 = N; }
-        if (A.mask == MaskKind::causal_data && i >= s.K) { j0 = s.K; j1 = i + 1; }
-    };
-    std::vector<real> a((size_t)N * N);  // a[i][j]: row i's weight on column j (valid inside row i's range)
-    for (int h = 0; h < H; h++) {
-        for (int i = 0; i < N; i++) {
-            int j0, j1;
-            range(i, j0, j1);
-            const real* qi = Q.data() + (size_t)i * D + (size_t)h * k;
-            real* ai = a.data() + (size_t)i * N;
-            real mx = -INFINITY;
-            for (int j = j0; j < j1; j++) {
-                if (!allowed(A.mask, s, i, j)) { ai[j] = -INFINITY; continue; }
-                const real* kj = Kx.data() + (size_t)j * D + (size_t)h * k;
-                real dot = 0;
-                for (int r = 0; r < k; r++) dot += qi[r] * kj[r];
-                ai[j] = A.softmax ? (real)A.scale * dot : dot;
-                mx = std::max(mx, ai[j]);
-            }
-            if (A.softmax && mx > -INFINITY) {
-                // softmax over the allowed columns (−∞ elsewhere); a row with none is all 0
-                real z = 0;
-                for (int j = j0; j < j1; j++) {
-                    ai[j] = ai[j] == -INFINITY ? real(0) : std::exp(ai[j] - mx);
-                    z += ai[j];
-                }
-                for (int j = j0; j < j1; j++) ai[j] /= z;
+    typename Compiled<real>::Chain chain(const Chain<real>& ch) {
+        typename Compiled<real>::Chain out;
+        out.zero = ch.zero;
+        for (const HSplit<real>& h : ch.ops) {
+            typename Compiled<real>::Op o;
+            o.dimwise = h.dimwise;
+            o.H = h.H;
+            if (!h.dimwise) {
+                if (!h.built) h.prepare();
+                o.rowptr = put(ints, h.rowptr);
+                o.col = put(ints, h.col);
+                o.w = put(reals, h.w);
             } else {
-                for (int j = j0; j < j1; j++) if (ai[j] == -INFINITY) ai[j] = 0;
+                o.w = put(reals, h.W);
+                o.live = put(flags, h.live);
             }
+            o.b = put(reals, h.b);
+            out.ops.push_back(o);
         }
-        for (int i = 0; i < N; i++) {
-            real* oi = O.data() + (size_t)i * D + (size_t)h * k;
-            int j0, j1;
-            if (!A.transpose) range(i, j0, j1);
-            else if (i >= s.K) { j0 = i; j1 = N; }  // backward: token i collects a[j][i] from itself and later tokens
-            else j0 = j1 = 0;
-            for (int j = j0; j < j1; j++) {
-                real w;
-                if (!A.transpose) {
-                    w = a[(size_t)i * N + j];
-                } else {
-                    // ... that train, or j = i (a[j][i] lies in row j's causal range since j >= i)
-                    w = (s.train[j - s.K] || j == i) ? a[(size_t)j * N + i] : real(0);
-                }
-                if (w == real(0)) continue;
-                const real* vj = Vx.data() + (size_t)j * D + (size_t)h * k;
-                for (int r = 0; r < k; r++) oi[r] += w * vj[r];
-            }
-        }
+        return out;
     }
-    A.o.apply(out, O.data(), N, D);
+    typename Compiled<real>::Pos pos(const PosTerm<real>& p) {
+        typename Compiled<real>::Pos out;
+        out.used = p.used();
+        if (out.used) { out.P = put(reals, p.P); out.lam = put(flags, p.lam); }
+        return out;
+    }
+};
+
+template <typename T>
+Buffer<T> upload_vector(Device dev, const std::vector<T>& v) {
+    Buffer<T> b(dev, std::max<size_t>(v.size(), 1));
+    if (!v.empty()) device_copy(dev, b.ptr, v.data(), v.size() * sizeof(T), Copy::host_to_device);
+    return b;
+}
+
+}  // namespace
+
+template <typename real>
+void compile(Module<real>& m, Device dev) {
+    Staging<real> st;
+    auto cm = std::make_shared<Compiled<real>>();
+    cm->dev = dev;
+    for (const TLayer<real>& l : m.layers) {
+        typename Compiled<real>::Layer L;
+        L.kind = l.kind;
+        L.H = l.attn.H;
+        L.softmax = l.attn.softmax;
+        L.transpose = l.attn.transpose;
+        L.scale = l.attn.scale;
+        L.mask = l.attn.mask;
+        if (l.kind == LayerKind::attention) {
+            L.q = st.chain(l.attn.q); L.k = st.chain(l.attn.k); L.v = st.chain(l.attn.v); L.o = st.chain(l.attn.o);
+            L.pq = st.pos(l.attn.pq); L.pk = st.pos(l.attn.pk); L.pv = st.pos(l.attn.pv);
+        }
+        if (l.kind == LayerKind::mlp) { L.fc = st.chain(l.fc); L.proj = st.chain(l.proj); }
+        if (l.kind == LayerKind::linear) L.map = st.chain(l.map);
+        L.act = l.act;
+        L.skip = st.chain(l.skip);
+        L.gate = l.gate.kind;
+        if (l.gate.kind != GateKind::none) {
+            L.a_old = Staging<real>::put(st.reals, l.gate.a_old);
+            L.a_new = Staging<real>::put(st.reals, l.gate.a_new);
+            L.b_old = l.gate.b_old;
+            L.b_new = l.gate.b_new;
+        }
+        cm->layers.push_back(std::move(L));
+    }
+    cm->reals = upload_vector(dev, st.reals);
+    cm->ints = upload_vector(dev, st.ints);
+    cm->flags = upload_vector(dev, st.flags);
+    m.compiled = std::move(cm);
+}
+
+// ------------------------------------------------------------------------------------------------------
+// one call's masks and scratch
+
+template <typename real>
+Work<real>::Work(Device d_, const TintConfig& c, int B_, int T_, const int* pos_, const uint8_t* train_, const uint8_t* icl_)
+    : dev(d_), B(B_), K(c.K()), T(T_), N(c.K() + T_), D(c.D()), d(c.d), Taux(c.T) {
+    const size_t bt = (size_t)B * T;
+    pos = upload_vector(dev, std::vector<int>(pos_, pos_ + bt));
+    train = upload_vector(dev, std::vector<uint8_t>(train_, train_ + bt));
+    has_icl = icl_ != nullptr;
+    if (has_icl) icl = upload_vector(dev, std::vector<uint8_t>(icl_, icl_ + bt * T));
+    const size_t n = (size_t)B * N * D;
+    for (Buffer<real>* b : {&Q, &Kx, &Vx, &O, &e, &u, &v, &sk, &ta, &tb}) *b = Buffer<real>(dev, n);
+    att = Buffer<real>(dev, (size_t)B * std::max(c.H_lin(), c.H_sim) * N * N);
+    lnin = Buffer<real>(dev, (size_t)B * N * d);
+    lnout = Buffer<real>(dev, (size_t)B * N * d);
+    mean = Buffer<real>(dev, (size_t)B * N);
+    rstd = Buffer<real>(dev, (size_t)B * N);
+    ones = upload_vector(dev, std::vector<real>(d, real(1)));
+    zeros = Buffer<real>(dev, d);
 }
 
 template <typename real>
-void layer_forward(const TLayer<real>& l, real* X, const Seq& s, const TintConfig& c) {
-    const int N = s.K + s.T, D = c.D(), d = c.d;
-    std::vector<real> e((size_t)N * D);
-    switch (l.kind) {
-        case LayerKind::attention: attention(l.attn, e.data(), X, s, c); break;
-        case LayerKind::mlp: {
-            std::vector<real> u((size_t)N * D);
-            l.fc.apply(u.data(), X, N, D);
-            std::vector<real> v((size_t)N * D);
-            if (l.act == ActKind::relu) relu_forward(v.data(), u.data(), u.size());
-            else gelu_forward(v.data(), u.data(), u.size());
-            l.proj.apply(e.data(), v.data(), N, D);
-            break;
+size_t Work<real>::bytes() const {
+    size_t n = 0;
+    for (const Buffer<real>* b : {&Q, &Kx, &Vx, &O, &e, &u, &v, &sk, &ta, &tb, &att, &lnin, &lnout, &mean, &rstd}) n += b->bytes();
+    return n + pos.bytes() + train.bytes() + icl.bytes();
+}
+
+// ------------------------------------------------------------------------------------------------------
+// the module forward, as op:: calls on X (B, N, D)
+
+namespace {
+
+template <typename real>
+struct Runner {
+    const Compiled<real>& cm;
+    Work<real>& w;
+    Device dev;
+    const real* R;
+    const int* I;
+    const uint8_t* F;
+    Runner(const Compiled<real>& c, Work<real>& wk) : cm(c), w(wk), dev(wk.dev), R(c.reals.ptr), I(c.ints.ptr), F(c.flags.ptr) {}
+    size_t rows() const { return (size_t)w.B * w.N; }
+    size_t elems() const { return rows() * w.D; }
+
+    void apply(const typename Compiled<real>::Op& o, real* out, const real* in) {
+        if (!o.dimwise) op::hsplit_split_forward(dev, out, in, I + o.rowptr, I + o.col, R + o.w, R + o.b, (int)rows(), w.D);
+        else op::hsplit_dim_forward(dev, out, in, R + o.w, F + o.live, R + o.b, (int)rows(), w.D, o.H);
+    }
+    // out = chain(in); zero: 0; no ops: a copy. out != in; the intermediate values in w.ta / w.tb
+    void chain(const typename Compiled<real>::Chain& ch, real* out, const real* in) {
+        if (ch.zero) { device_zero(dev, out, elems() * sizeof(real)); return; }
+        if (ch.ops.empty()) { device_copy(dev, out, in, elems() * sizeof(real), Copy::device_to_device); return; }
+        if (ch.ops.size() == 1) { apply(ch.ops[0], out, in); return; }
+        real *a = w.ta.ptr, *b = w.tb.ptr;
+        apply(ch.ops[0], a, in);
+        for (size_t i = 1; i + 1 < ch.ops.size(); i++) {
+            apply(ch.ops[i], b, a);
+            std::swap(a, b);
         }
-        case LayerKind::norm: {
-            // group norm of the signal [0,d): f(x) = (x − mean)/sqrt(var + 1e-5), the engine's layernorm with γ=1, β=0
-            std::fill(e.begin(), e.end(), real(0));
-            std::vector<real> ones(d, real(1)), zeros(d, real(0));
-            for (int i = 0; i < N; i++) {
-                real mean, rstd;
-                layernorm_forward(e.data() + (size_t)i * D, &mean, &rstd, X + (size_t)i * D, ones.data(), zeros.data(), 1, d);
-            }
-            break;
+        apply(ch.ops.back(), out, a);
+    }
+    void position(const typename Compiled<real>::Pos& p, real* Y, int H) {
+        if (p.used) op::tint_add_position(dev, Y, R + p.P, F + p.lam, w.pos.ptr, w.B, w.K, w.T, w.D, H, w.Taux);
+    }
+
+    void layer(const typename Compiled<real>::Layer& l, real* X) {
+        real* e = w.e.ptr;  // (B,N,D) the layer's new value
+        switch (l.kind) {
+            case LayerKind::attention:
+                // e = o( concat_h Σ_j a^h[i][j] v^h_j ), TinT attention with position terms (spec §2.1)
+                chain(l.q, w.Q.ptr, X);
+                chain(l.k, w.Kx.ptr, X);
+                chain(l.v, w.Vx.ptr, X);
+                position(l.pq, w.Q.ptr, l.H);
+                position(l.pk, w.Kx.ptr, l.H);
+                position(l.pv, w.Vx.ptr, l.H);
+                op::tint_attention_forward(dev, w.O.ptr, w.att.ptr, w.Q.ptr, w.Kx.ptr, w.Vx.ptr, w.train.ptr, w.has_icl ? w.icl.ptr : nullptr, w.B,
+                                           w.K, w.T, w.D, l.H, l.mask, l.softmax, (real)l.scale, l.transpose);
+                chain(l.o, e, w.O.ptr);
+                break;
+            case LayerKind::mlp:
+                // e = proj(σ(fc(X)))
+                chain(l.fc, w.u.ptr, X);
+                if (l.act == ActKind::relu) op::relu_forward(dev, w.v.ptr, w.u.ptr, (int64_t)elems());
+                else op::gelu_forward(dev, w.v.ptr, w.u.ptr, (int64_t)elems());
+                chain(l.proj, e, w.v.ptr);
+                break;
+            case LayerKind::norm:
+                // group norm of the signal [0,d): f(x) = (x − mean)/sqrt(var + 1e-5), the engine's layernorm with γ=1,
+                // β=0; the other coordinates 0
+                op::copy_block(dev, w.lnin.ptr, 0, (int64_t)w.d, (const real*)X, 0, (int64_t)w.D, 1, (int)rows(), w.d);
+                op::layernorm_forward(dev, w.lnout.ptr, w.mean.ptr, w.rstd.ptr, w.lnin.ptr, w.ones.ptr, w.zeros.ptr, (int)rows(), w.d);
+                device_zero(dev, e, elems() * sizeof(real));
+                op::copy_block(dev, e, 0, (int64_t)w.D, (const real*)w.lnout.ptr, 0, (int64_t)w.d, 1, (int)rows(), w.d);
+                break;
+            case LayerKind::linear: chain(l.map, e, X); break;
         }
-        case LayerKind::linear: l.map.apply(e.data(), X, N, D); break;
+        if (!l.skip.zero) {  // e += skip(X): the memory routing
+            chain(l.skip, w.sk.ptr, X);
+            op::residual_forward(dev, e, e, w.sk.ptr, (int64_t)elems());
+        }
+        if (l.gate == GateKind::none) device_copy(dev, X, e, elems() * sizeof(real), Copy::device_to_device);
+        else op::tint_gate_forward(dev, X, e, R + l.a_old, R + l.a_new, (real)l.b_old, (real)l.b_new, w.pos.ptr, w.B, w.K, w.T, w.D, w.Taux);
     }
-    if (!l.skip.zero) {
-        std::vector<real> sk((size_t)N * D);
-        l.skip.apply(sk.data(), X, N, D);
-        for (size_t i = 0; i < e.size(); i++) e[i] += sk[i];
-    }
-    if (l.gate.kind == GateKind::none) {
-        std::copy(e.begin(), e.end(), X);
-        return;
-    }
-    for (int i = 0; i < N; i++) {
-        const int p = row_position(s, c, i);
-        const real co = std::tanh(l.gate.a_old[p] + (real)l.gate.b_old), cn = std::tanh(l.gate.a_new[p] + (real)l.gate.b_new);
-        real* x = X + (size_t)i * D;
-        const real* en = e.data() + (size_t)i * D;
-        for (int j = 0; j < D; j++) x[j] = co * x[j] + cn * en[j];
-    }
+};
+
+}  // namespace
+
+template <typename real>
+void module_forward(const Module<real>& m, real* X, Work<real>& w) {
+    ICL_ASSERT_MSG(m.compiled && m.compiled->dev == w.dev, "TinT: a module run on a device it was not compiled for");
+#pragma omp atomic
+    m.runs += w.B;
+    Runner<real> r(*m.compiled, w);
+    for (const auto& l : m.compiled->layers) r.layer(l, X);
 }
 
 template <typename real>
 void module_forward(const Module<real>& m, real* X, const Seq& s, const TintConfig& c) {
+    ICL_ASSERT(s.K == c.K());
+    Work<real> w(Device::cpu, c, 1, s.T, s.pos, s.train, s.icl);
+    if (m.compiled && m.compiled->dev == Device::cpu) {
+        module_forward(m, X, w);
+        return;
+    }
+    Module<real> local = m;  // the module tests build modules on the fly: compile a copy (the counter is the caller's)
+    compile(local, Device::cpu);
+    module_forward(local, X, w);
 #pragma omp atomic
-    m.runs++;
-    for (auto& l : m.layers) layer_forward(l, X, s, c);
+    m.runs += 1;
 }
-
 
 }  // namespace tint
 
@@ -366,7 +409,9 @@ void module_forward(const Module<real>& m, real* X, const Seq& s, const TintConf
     template struct tint::Chain<real>;                                                                                   \
     template struct tint::TLayer<real>;                                                                                  \
     template struct tint::Module<real>;                                                                                  \
-    template void tint::layer_forward(const tint::TLayer<real>&, real*, const tint::Seq&, const TintConfig&);          \
+    template struct tint::Work<real>;                                                                                    \
+    template void tint::compile(tint::Module<real>&, Device);                                                            \
+    template void tint::module_forward(const tint::Module<real>&, real*, tint::Work<real>&);                             \
     template void tint::module_forward(const tint::Module<real>&, real*, const tint::Seq&, const TintConfig&);
 ICL_TINT_INSTANTIATE(float)
 ICL_TINT_INSTANTIATE(double)

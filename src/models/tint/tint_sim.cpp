@@ -10,11 +10,7 @@
 #include <cstring>
 
 #include "engine/common.h"
-#include "layers/gelu.h"
-#include "layers/layernorm.h"
-#include "layers/matmul.h"
-#include "layers/parallel.h"
-#include "layers/relu.h"
+#include "layers/dispatch.h"
 
 namespace icl {
 
@@ -52,69 +48,75 @@ std::vector<uint8_t> TintInput::loss_mask(int b) const {
 
 namespace {
 
-// The 18 prefix tensors of one auxiliary block (spec §4.6), each (K,D). Activation modules read zero prefixes.
+// The 18 prefix tensors of one auxiliary block (spec §4.6), each (B,K,D): every sequence has its own copy of the
+// auxiliary weights. Activation modules read zero prefixes.
 template <typename real>
 struct BlockPrefixes {
-    std::vector<real> ln1, q, k, v, o, ln2;
-    std::vector<std::vector<real>> fc1, fc2;  // 4 FFN chunks each
+    Buffer<real> ln1, q, k, v, o, ln2;
+    std::vector<Buffer<real>> fc1, fc2;  // 4 FFN chunks each
 };
 
 // The memory regions the forward modules of one block leave in the data rows, re-injected before the matching
-// backward module (spec §4.6, §11.3): each (T, D − offset).
+// backward module (spec §4.6, §11.3): each (B, T, D − offset).
 template <typename real>
 struct BlockMemory {
-    std::vector<real> ln1, attn, out, ln2;
-    std::vector<std::vector<real>> fc1, act, fc2;
+    Buffer<real> ln1, attn, out, ln2;
+    std::vector<Buffer<real>> fc1, act, fc2;
 };
 
-// Everything one sequence carries through the schedule.
+// Everything B sequences carry through the schedule, on the simulator's device. Every step is an op:: call.
 template <typename real>
-struct SeqRun {
+struct BatchRun {
     const Tint<real>& tt;
     const TintConfig& c;
-    tint::Seq seq;
-    int K, T, N, D, d;
-    std::vector<real> X;                      // (N,D) the state: prefix rows, then data rows
+    Device dev;
+    tint::Work<real>& w;
+    int B, K, T, N, D, d;
+    Buffer<real> X;                           // (B,N,D) the state: prefix rows, then data rows
+    Buffer<real> Xk, Xv, Z, Y, Yd;            // (B,N,D) copies of the state the schedule runs side by side
+    Buffer<real> h, acc, g, g2, y;            // (B,T,d) signals
     std::vector<BlockPrefixes<real>> P;       // per aux layer
-    std::vector<real> lnf, zeros;             // ln_f prefix; the activation modules' all-zero prefix
+    Buffer<real> lnf, zeros;                  // ln_f prefix; the activation modules' all-zero prefix (B,K,D)
     std::vector<BlockMemory<real>> M;         // per aux layer (the top k)
-    std::vector<real> lnf_mem;
+    Buffer<real> lnf_mem;
     int fwd_blocks = 0, bwd_blocks = 0;
 
-    SeqRun(const Tint<real>& t, const tint::Seq& s) : tt(t), c(t.cfg), seq(s) {
-        K = c.K(); T = s.T; N = K + T; D = c.D(); d = c.d;
-        X.assign((size_t)N * D, real(0));
-        zeros.assign((size_t)K * D, real(0));
+    BatchRun(const Tint<real>& t, tint::Work<real>& wk) : tt(t), c(t.cfg), dev(t.dev), w(wk) {
+        B = w.B; K = c.K(); T = w.T; N = K + T; D = c.D(); d = c.d;
+        for (Buffer<real>* b : {&X, &Xk, &Xv, &Z, &Y, &Yd}) *b = Buffer<real>(dev, (size_t)B * N * D);
+        for (Buffer<real>* b : {&h, &acc, &g, &g2, &y}) *b = Buffer<real>(dev, (size_t)B * T * d);
+        zeros = Buffer<real>(dev, (size_t)B * K * D);
     }
-    real* row(std::vector<real>& Y, int t) { return Y.data() + (size_t)(K + t) * D; }
-    void put_prefix(std::vector<real>& Y, const std::vector<real>& p) { std::copy(p.begin(), p.end(), Y.begin()); }
-    void take_prefix(std::vector<real>& p, const std::vector<real>& Y) { std::copy(Y.begin(), Y.begin() + (size_t)K * D, p.begin()); }
-    std::vector<real> signal(std::vector<real>& Y) {  // (T,d) data rows [0,d)
-        std::vector<real> g((size_t)T * d);
-        for (int t = 0; t < T; t++) std::copy(row(Y, t), row(Y, t) + d, g.data() + (size_t)t * d);
-        return g;
+    size_t state() const { return (size_t)B * N * D; }
+    real* data(Buffer<real>& Yb) { return Yb.ptr + (size_t)K * D; }  // row 0 of sequence 0's data rows
+    void copy(Buffer<real>& to, const Buffer<real>& from) { device_copy(dev, to.ptr, from.ptr, state() * sizeof(real), Copy::device_to_device); }
+    void put_prefix(Buffer<real>& Yb, const Buffer<real>& p) {  // prefix rows of every sequence = p (B,K,D)
+        op::copy_block(dev, Yb.ptr, (int64_t)N * D, 0, (const real*)p.ptr, (int64_t)K * D, 0, B, 1, K * D);
     }
-    void set_signal(std::vector<real>& Y, const std::vector<real>& g) {  // data rows = [g | 0]
-        for (int t = 0; t < T; t++) {
-            real* r = row(Y, t);
-            std::copy(g.data() + (size_t)t * d, g.data() + (size_t)(t + 1) * d, r);
-            std::fill(r + d, r + D, real(0));
-        }
+    void take_prefix(Buffer<real>& p, Buffer<real>& Yb) {
+        op::copy_block(dev, p.ptr, (int64_t)K * D, 0, (const real*)Yb.ptr, (int64_t)N * D, 0, B, 1, K * D);
     }
-    std::vector<real> store(std::vector<real>& Y, int lo) {  // data rows [lo, D)
-        std::vector<real> m((size_t)T * (D - lo));
-        for (int t = 0; t < T; t++) std::copy(row(Y, t) + lo, row(Y, t) + D, m.data() + (size_t)t * (D - lo));
-        return m;
+    void signal(Buffer<real>& s, Buffer<real>& Yb) {  // s (B,T,d) = data rows [0,d)
+        op::copy_block(dev, s.ptr, (int64_t)T * d, d, (const real*)data(Yb), (int64_t)N * D, D, B, T, d);
     }
-    void restore(std::vector<real>& Y, const std::vector<real>& m, int lo) {
-        for (int t = 0; t < T; t++) std::copy(m.data() + (size_t)t * (D - lo), m.data() + (size_t)(t + 1) * (D - lo), row(Y, t) + lo);
+    void set_signal(Buffer<real>& Yb, const Buffer<real>& s) {  // data rows = [s | 0]
+        op::copy_block(dev, data(Yb), (int64_t)N * D, D, (const real*)s.ptr, (int64_t)T * d, d, B, T, d);
+        op::fill_block(dev, data(Yb) + d, (int64_t)N * D, D, B, T, D - d, real(0));
     }
-    void run(const tint::Module<real>& m, std::vector<real>& Y) { tint::module_forward(m, Y.data(), seq, c); }
+    void store(Buffer<real>& m, Buffer<real>& Yb, int lo) {  // m (B,T,D−lo) = data rows [lo, D)
+        if (m.n != (size_t)B * T * (D - lo)) m = Buffer<real>(dev, (size_t)B * T * (D - lo));
+        op::copy_block(dev, m.ptr, (int64_t)T * (D - lo), D - lo, (const real*)data(Yb) + lo, (int64_t)N * D, D, B, T, D - lo);
+    }
+    void restore(Buffer<real>& Yb, const Buffer<real>& m, int lo) {
+        op::copy_block(dev, data(Yb) + lo, (int64_t)N * D, D, (const real*)m.ptr, (int64_t)T * (D - lo), D - lo, B, T, D - lo);
+    }
+    void add(Buffer<real>& to, const Buffer<real>& s) { op::residual_forward(dev, to.ptr, to.ptr, s.ptr, (int64_t)B * T * d); }
+    void run(const tint::Module<real>& m, Buffer<real>& Yb) { tint::module_forward(m, Yb.ptr, w); }
     // Linear_Descent_Backward: backward and descent on the same input, in parallel (backward reads the old W).
-    void descent_backward(std::vector<real>& Y, std::vector<real>& pref, const tint::Module<real>& bwd, const tint::Module<real>& desc) {
-        put_prefix(Y, pref);
-        std::vector<real> Yd = Y;
-        run(bwd, Y);
+    void descent_backward(Buffer<real>& Yb, Buffer<real>& pref, const tint::Module<real>& bwd, const tint::Module<real>& desc) {
+        put_prefix(Yb, pref);
+        copy(Yd, Yb);
+        run(bwd, Yb);
         run(desc, Yd);
         take_prefix(pref, Yd);
     }
@@ -128,49 +130,45 @@ struct SeqRun {
         BlockPrefixes<real>& p = P[l];
         BlockMemory<real>& m = M[l];
         const int nc = c.ffn_chunks();
-        std::vector<real> h = signal(X);
+        signal(h, X);
         // LN1
         put_prefix(X, p.ln1);
         run(tt.ln_fwd, X);
-        if (rec) m.ln1 = store(X, ln_mem());
+        if (rec) store(m.ln1, X, ln_mem());
         // Q, K, V: one shared Linear Forward module applied three times in parallel (spec §4.3), then routed
         // into [q | k | v | x] (the code's concatenation of the three outputs)
-        std::vector<real> Xq = X, Xk = X, Xv = X;
-        put_prefix(Xq, p.q); run(tt.lin_fwd, Xq);
+        copy(Z, X); copy(Xk, X); copy(Xv, X);
+        put_prefix(Z, p.q); run(tt.lin_fwd, Z);
         put_prefix(Xk, p.k); run(tt.lin_fwd, Xk);
         put_prefix(Xv, p.v); run(tt.lin_fwd, Xv);
-        std::vector<real> Z = Xq;
-        for (int t = 0; t < T; t++) {
-            real* z = row(Z, t);
-            std::fill(z + d, z + D, real(0));
-            std::copy(row(Xk, t), row(Xk, t) + d, z + d);
-            std::copy(row(Xv, t), row(Xv, t) + d, z + 2 * d);
-            std::copy(row(X, t), row(X, t) + d, z + (size_t)c.S * d);
-        }
+        op::fill_block(dev, data(Z) + d, (int64_t)N * D, D, B, T, D - d, real(0));
+        op::copy_block(dev, data(Z) + d, (int64_t)N * D, D, (const real*)data(Xk), (int64_t)N * D, D, B, T, d);
+        op::copy_block(dev, data(Z) + 2 * d, (int64_t)N * D, D, (const real*)data(Xv), (int64_t)N * D, D, B, T, d);
+        op::copy_block(dev, data(Z) + (size_t)c.S * d, (int64_t)N * D, D, (const real*)data(X), (int64_t)N * D, D, B, T, d);
         run(tt.attn_fwd, Z);
-        if (rec) m.attn = store(Z, attn_mem());
+        if (rec) store(m.attn, Z, attn_mem());
         put_prefix(Z, p.o);
         run(tt.lin_fwd_mem, Z);
-        if (rec) m.out = store(Z, lin_mem());
-        std::vector<real> y = signal(Z);
-        for (size_t i = 0; i < h.size(); i++) h[i] += y[i];  // residual (on [0,d) only, spec §4.6)
+        if (rec) store(m.out, Z, lin_mem());
+        signal(y, Z);
+        add(h, y);  // residual (on [0,d) only, spec §4.6)
         set_signal(X, h);
         // LN2, then the 4 FFN chunks through one shared (fc1, act, fc2) triple (spec §4.5)
         put_prefix(X, p.ln2);
         run(tt.ln_fwd, X);
-        if (rec) m.ln2 = store(X, ln_mem());
-        if (rec) { m.fc1.assign(nc, {}); m.act.assign(nc, {}); m.fc2.assign(nc, {}); }
-        std::vector<real> acc = h;
+        if (rec) store(m.ln2, X, ln_mem());
+        if (rec) { m.fc1.resize(nc); m.act.resize(nc); m.fc2.resize(nc); }
+        device_copy(dev, acc.ptr, h.ptr, acc.bytes(), Copy::device_to_device);
         for (int kk = 0; kk < nc; kk++) {
-            std::vector<real> Y = X;
+            copy(Y, X);
             put_prefix(Y, p.fc1[kk]); run(tt.lin_fwd_mem, Y);
-            if (rec) m.fc1[kk] = store(Y, lin_mem());
+            if (rec) store(m.fc1[kk], Y, lin_mem());
             put_prefix(Y, zeros); run(tt.act_fwd, Y);
-            if (rec) m.act[kk] = store(Y, lin_mem());
+            if (rec) store(m.act[kk], Y, lin_mem());
             put_prefix(Y, p.fc2[kk]); run(tt.lin_fwd_mem, Y);
-            if (rec) m.fc2[kk] = store(Y, lin_mem());
-            std::vector<real> yk = signal(Y);
-            for (size_t i = 0; i < acc.size(); i++) acc[i] += yk[i];
+            if (rec) store(m.fc2[kk], Y, lin_mem());
+            signal(y, Y);
+            add(acc, y);
         }
         set_signal(X, acc);
         fwd_blocks++;
@@ -179,13 +177,13 @@ struct SeqRun {
     // One auxiliary block backward + descent (spec §4.6): X's data rows [g | 0] -> [∂input | 0]; prefixes updated.
     void backward_block(int l) {
         BlockPrefixes<real>& p = P[l];
-        const BlockMemory<real>& m = M[l];
+        BlockMemory<real>& m = M[l];
         const int nc = c.ffn_chunks();
-        std::vector<real> g = signal(X);
+        signal(g, X);
         // FFN chunks: fc2 -> activation -> fc1, each from the block-output gradient; the ∂x summed
-        std::vector<real> acc((size_t)T * d, real(0));
+        device_zero(dev, acc.ptr, acc.bytes());
         for (int kk = 0; kk < nc; kk++) {
-            std::vector<real> Y = X;
+            copy(Y, X);
             set_signal(Y, g);
             restore(Y, m.fc2[kk], lin_mem());
             descent_backward(Y, p.fc2[kk], tt.lin_bwd, tt.lin_desc_fc2);
@@ -194,16 +192,16 @@ struct SeqRun {
             run(tt.act_bwd, Y);
             restore(Y, m.fc1[kk], lin_mem());
             descent_backward(Y, p.fc1[kk], tt.lin_bwd, tt.lin_desc);
-            std::vector<real> gk = signal(Y);
-            for (size_t i = 0; i < acc.size(); i++) acc[i] += gk[i];
+            signal(y, Y);
+            add(acc, y);
         }
         // LN2 backward (finite difference) + β2 descent
-        std::vector<real> Y = X;
+        copy(Y, X);
         set_signal(Y, acc);
         restore(Y, m.ln2, ln_mem());
         descent_backward(Y, p.ln2, tt.ln_bwd, tt.ln_desc);
-        std::vector<real> g2 = signal(Y);
-        for (size_t i = 0; i < g2.size(); i++) g2[i] += g[i];  // residual
+        signal(g2, Y);
+        add(g2, g);  // residual
         // out_proj, then the attention's value path and W_V, then LN1
         set_signal(Y, g2);
         restore(Y, m.out, lin_mem());
@@ -214,51 +212,46 @@ struct SeqRun {
         descent_backward(Y, p.v, tt.lin_bwd, tt.lin_desc);  // x (LN1's output) is in block S from the attention memory
         restore(Y, m.ln1, ln_mem());
         descent_backward(Y, p.ln1, tt.ln_bwd, tt.ln_desc);
-        std::vector<real> g3 = signal(Y);
-        for (size_t i = 0; i < g3.size(); i++) g3[i] += g2[i];  // residual
-        set_signal(X, g3);
+        signal(y, Y);
+        add(y, g2);  // residual
+        set_signal(X, y);
         bwd_blocks++;
     }
 
     void lnf_forward(bool rec) {
         put_prefix(X, lnf);
         run(tt.ln_fwd, X);
-        if (rec) lnf_mem = store(X, ln_mem());
+        if (rec) store(lnf_mem, X, ln_mem());
     }
     void lnf_backward() {
-        std::vector<real> g = signal(X);
+        signal(g, X);
         set_signal(X, g);
         restore(X, lnf_mem, ln_mem());
         descent_backward(X, lnf, tt.ln_bwd, tt.ln_desc);
     }
-    size_t bytes() const {
-        size_t n = X.size() + lnf.size() + zeros.size() + lnf_mem.size();
+    size_t bytes() const {  // every buffer of the run, the work space included
+        size_t n = w.bytes();
+        for (const Buffer<real>* b : {&X, &Xk, &Xv, &Z, &Y, &Yd, &h, &acc, &g, &g2, &y, &lnf, &zeros, &lnf_mem}) n += b->bytes();
         for (auto& p : P) {
-            n += p.ln1.size() + p.q.size() + p.k.size() + p.v.size() + p.o.size() + p.ln2.size();
-            for (auto& v : p.fc1) n += v.size();
-            for (auto& v : p.fc2) n += v.size();
+            for (const Buffer<real>* b : {&p.ln1, &p.q, &p.k, &p.v, &p.o, &p.ln2}) n += b->bytes();
+            for (auto* vv : {&p.fc1, &p.fc2})
+                for (auto& b : *vv) n += b.bytes();
         }
         for (auto& m : M) {
-            n += m.ln1.size() + m.attn.size() + m.out.size() + m.ln2.size();
+            for (const Buffer<real>* b : {&m.ln1, &m.attn, &m.out, &m.ln2}) n += b->bytes();
             for (auto* vv : {&m.fc1, &m.act, &m.fc2})
-                for (auto& v : *vv) n += v.size();
+                for (auto& b : *vv) n += b.bytes();
         }
-        // the largest transient: 3 state copies (Q/K/V calls) + the attention's q, k, v, o, e and one score matrix per head
-        n += 3 * X.size() + 6 * X.size() + (size_t)N * N * std::max(c.H_lin(), c.H_sim);
-        return n * sizeof(real);
+        return n;
     }
 };
-
-template <typename real>
-const real* aux_param(const GPT<real>& m, const std::string& name) {
-    return m.s.params.ptr + m.s.ptable.offset(name);
-}
 
 }  // namespace
 
 template <typename real>
-Tint<real>::Tint(const TintConfig& c) : cfg(c) {
+Tint<real>::Tint(const TintConfig& c, Device d) : cfg(c), dev(d) {
     cfg.validate();
+    require_device(dev);
     const int S = cfg.S;
     lin_fwd = tint::linear_forward<real>(cfg, {});
     lin_fwd.name = "Linear Forward (Q, K, V)";
@@ -277,11 +270,9 @@ Tint<real>::Tint(const TintConfig& c) : cfg(c) {
     lin_desc_fc2 = tint::linear_descent<real>(cfg, false, 1.0 / cfg.ffn_chunks());
     lin_desc_fc2.name = "Linear Descent (fc2: bias step η/4 per chunk)";
     ln_desc = tint::linear_descent<real>(cfg, true, 1.0);
-    // build the sparse forms now, so that sequences can run in parallel on these (shared, const) modules
+    // the simulator's parameters onto its device, once: runs on many threads then share these const modules
     for (auto* m : {&lin_fwd, &lin_fwd_mem, &ln_fwd, &act_fwd, &attn_fwd, &lin_bwd, &ln_bwd, &act_bwd, &attn_bwd, &lin_desc, &lin_desc_fc2, &ln_desc})
-        for (auto& l : m->layers)
-            for (auto* ch : {&l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.fc, &l.proj, &l.map, &l.skip})
-                for (auto& op : ch->ops) op.prepare();
+        tint::compile(*m, dev);
 }
 
 template <typename real>
@@ -293,95 +284,132 @@ TintOutput<real> Tint<real>::run(const GPT<real>& aux, const TintInput& in, int 
     if (k < 0 || k > c.L) fail_usage(strfmt("--k: the number of simulated layers must be in [0, L=%d], got %d", c.L, k));
     if (s < 0) fail_usage(strfmt("--s: the number of steps must be >= 0, got %d", s));
     in.validate(c);
-    ICL_ASSERT(aux.s.dev == Device::cpu);
-    const int B = in.B, T = in.T, d = c.d, V = c.V, L = c.L, K = c.K(), nc = c.ffn_chunks();
-    TintOutput<real> out;
-    out.logits0.assign((size_t)B * T * V, real(0));
-    out.logits1.assign((size_t)B * T * V, real(0));
-    out.params.assign(B, {});
-    const real* wte = aux_param(aux, "wte");
-    const real* wpe = aux_param(aux, "wpe");
-    std::vector<size_t> bytes(B);
-    std::vector<int> fb(B), bb(B);
-#pragma omp parallel for schedule(dynamic) if (B > 1 && !omp_in_parallel())
+    const int B = in.B, T = in.T, d = c.d, V = c.V, L = c.L, K = c.K(), D = c.D(), nc = c.ffn_chunks();
+    // the inputs of the B sequences: positions, flags, ids and the loss mask m_t (0 at every sequence's last row)
+    std::vector<int> pos((size_t)B * T);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) pos[(size_t)b * T + t] = in.pos.empty() ? t : in.pos[(size_t)b * T + t];
+    std::vector<uint8_t> lmask;
     for (int b = 0; b < B; b++) {
-        std::vector<int> pos(T);
-        for (int t = 0; t < T; t++) pos[t] = in.pos.empty() ? t : in.pos[(size_t)b * T + t];
-        tint::Seq sq;
-        sq.K = K; sq.T = T; sq.pos = pos.data();
-        sq.train = in.train.data() + (size_t)b * T;
-        sq.icl = in.icl.empty() ? nullptr : in.icl.data() + (size_t)b * T * T;
-        const int* ids = in.ids.data() + (size_t)b * T;
-        std::vector<uint8_t> lmask = in.loss_mask(b);
-        SeqRun<real> r(*this, sq);
-        // the auxiliary weights as prefix tensors (spec §1, §4.6)
-        r.P.resize(L);
-        r.M.resize(L);
-        auto diag = [&](const std::string& w, const std::string& bias) {
-            std::vector<real> Wd((size_t)d * d, real(0));
-            const real* gw = aux_param(aux, w);
-            for (int i = 0; i < d; i++) Wd[(size_t)i * d + i] = gw[i];
-            return tint::encode_linear<real>(c, Wd.data(), d, aux_param(aux, bias));
-        };
-        for (int l = 0; l < L; l++) {
-            const std::string h = "h." + std::to_string(l) + ".";
-            BlockPrefixes<real>& p = r.P[l];
-            const real* qkv = aux_param(aux, h + "attn.qkv.w");
-            const real* qkvb = aux_param(aux, h + "attn.qkv.b");
-            p.ln1 = diag(h + "ln1.w", h + "ln1.b");
-            p.q = tint::encode_linear<real>(c, qkv, d, qkvb);
-            p.k = tint::encode_linear<real>(c, qkv + (size_t)d * d, d, qkvb + d);
-            p.v = tint::encode_linear<real>(c, qkv + (size_t)2 * d * d, d, qkvb + 2 * d);
-            p.o = tint::encode_linear<real>(c, aux_param(aux, h + "attn.proj.w"), d, aux_param(aux, h + "attn.proj.b"));
-            p.ln2 = diag(h + "ln2.w", h + "ln2.b");
-            const real* fc = aux_param(aux, h + "mlp.fc.w");
-            const real* fcb = aux_param(aux, h + "mlp.fc.b");
-            const real* pr = aux_param(aux, h + "mlp.proj.w");  // (d, 4d): chunk kk = columns [kk·d, (kk+1)·d)
-            const real* prb = aux_param(aux, h + "mlp.proj.b");
-            for (int kk = 0; kk < nc; kk++) {
-                p.fc1.push_back(tint::encode_linear<real>(c, fc + (size_t)kk * d * d, d, fcb + (size_t)kk * d));
-                p.fc2.push_back(tint::encode_linear<real>(c, pr + (size_t)kk * d, nc * d, prb, 1.0 / nc));
-            }
+        std::vector<uint8_t> mb = in.loss_mask(b);
+        lmask.insert(lmask.end(), mb.begin(), mb.end());
+    }
+    tint::Work<real> w(dev, c, B, T, pos.data(), in.train.data(), in.icl.empty() ? nullptr : in.icl.data());
+    auto upload = [&](const void* host, size_t bytes) {
+        Buffer<uint8_t> buf(dev, std::max<size_t>(bytes, 1));
+        device_copy(dev, buf.ptr, host, bytes, Copy::host_to_device);
+        return buf;
+    };
+    Buffer<uint8_t> ids_dev = upload(in.ids.data(), in.ids.size() * sizeof(int));
+    Buffer<uint8_t> lmask_dev = upload(lmask.data(), lmask.size());
+    const int* ids = (const int*)ids_dev.ptr;
+    // the auxiliary weights: read on the host once (prefix encoding), used in place on the device (wte, wpe)
+    const std::vector<real> aux_params = aux.s.to_host(aux.s.params, 0, aux.s.ptable.total);
+    auto host_param = [&](const std::string& n) { return aux_params.data() + aux.s.ptable.offset(n); };
+    // wte (the embedding and the tied head) and wpe on the simulator's device: in place, or a copy when the
+    // auxiliary model lives elsewhere (a CPU model driving a GPU simulator)
+    Buffer<real> emb_copy;
+    const real* wte = aux.s.params.ptr + aux.s.ptable.offset("wte");
+    const real* wpe = aux.s.params.ptr + aux.s.ptable.offset("wpe");
+    if (aux.s.dev != dev) {
+        const size_t nte = (size_t)V * d, npe = (size_t)c.T * d;
+        emb_copy = Buffer<real>(dev, nte + npe);
+        device_copy(dev, emb_copy.ptr, host_param("wte"), nte * sizeof(real), Copy::host_to_device);
+        device_copy(dev, emb_copy.ptr + nte, host_param("wpe"), npe * sizeof(real), Copy::host_to_device);
+        wte = emb_copy.ptr;
+        wpe = emb_copy.ptr + nte;
+    }
+
+    BatchRun<real> r(*this, w);
+    // the auxiliary weights as prefix tensors (spec §1, §4.6), one copy per sequence
+    auto prefix = [&](const std::vector<real>& p1) {  // (K,D) -> (B,K,D) on the device
+        Buffer<real> buf(dev, (size_t)B * K * D);
+        for (int b = 0; b < B; b++) device_copy(dev, buf.ptr + (size_t)b * K * D, p1.data(), p1.size() * sizeof(real), Copy::host_to_device);
+        return buf;
+    };
+    auto diag = [&](const std::string& wn, const std::string& bias) {
+        std::vector<real> Wd((size_t)d * d, real(0));
+        const real* gw = host_param(wn);
+        for (int i = 0; i < d; i++) Wd[(size_t)i * d + i] = gw[i];
+        return prefix(tint::encode_linear<real>(c, Wd.data(), d, host_param(bias)));
+    };
+    r.P.resize(L);
+    r.M.resize(L);
+    for (int l = 0; l < L; l++) {
+        const std::string h = "h." + std::to_string(l) + ".";
+        BlockPrefixes<real>& p = r.P[l];
+        const real* qkv = host_param(h + "attn.qkv.w");
+        const real* qkvb = host_param(h + "attn.qkv.b");
+        p.ln1 = diag(h + "ln1.w", h + "ln1.b");
+        p.q = prefix(tint::encode_linear<real>(c, qkv, d, qkvb));
+        p.k = prefix(tint::encode_linear<real>(c, qkv + (size_t)d * d, d, qkvb + d));
+        p.v = prefix(tint::encode_linear<real>(c, qkv + (size_t)2 * d * d, d, qkvb + 2 * d));
+        p.o = prefix(tint::encode_linear<real>(c, host_param(h + "attn.proj.w"), d, host_param(h + "attn.proj.b")));
+        p.ln2 = diag(h + "ln2.w", h + "ln2.b");
+        const real* fc = host_param(h + "mlp.fc.w");
+        const real* fcb = host_param(h + "mlp.fc.b");
+        const real* pr = host_param(h + "mlp.proj.w");  // (d, 4d): chunk kk = columns [kk·d, (kk+1)·d)
+        const real* prb = host_param(h + "mlp.proj.b");
+        for (int kk = 0; kk < nc; kk++) {
+            p.fc1.push_back(prefix(tint::encode_linear<real>(c, fc + (size_t)kk * d * d, d, fcb + (size_t)kk * d)));
+            p.fc2.push_back(prefix(tint::encode_linear<real>(c, pr + (size_t)kk * d, nc * d, prb, 1.0 / nc)));
         }
-        r.lnf = diag("lnf.w", "lnf.b");
-        // data tokens: [wte(x_t) + wpe(p_t), 0, …]
-        for (int t = 0; t < T; t++) {
-            real* x = r.row(r.X, t);
-            for (int j = 0; j < d; j++) x[j] = wte[(size_t)ids[t] * d + j] + wpe[(size_t)pos[t] * d + j];
-        }
-        // forward of all L layers, recording the memory of the top k; keep the input of layer L−k
-        std::vector<real> x_keep;
-        for (int l = 0; l < L; l++) {
-            if (l == L - k) x_keep = r.signal(r.X);
-            r.forward_block(l, l >= L - k);
-        }
-        if (k == 0) x_keep = r.signal(r.X);
+    }
+    r.lnf = diag("lnf.w", "lnf.b");
+    // data tokens: [wte(x_t) + wpe(p_t), 0, …]
+    op::encoder_forward(dev, r.h.ptr, ids, w.pos.ptr, wte, wpe, B, T, d, V, c.T);
+    r.set_signal(r.X, r.h);
+    // forward of all L layers, recording the memory of the top k; keep the input of layer L−k
+    Buffer<real> x_keep(dev, (size_t)B * T * d);
+    for (int l = 0; l < L; l++) {
+        if (l == L - k) r.signal(x_keep, r.X);
+        r.forward_block(l, l >= L - k);
+    }
+    if (k == 0) r.signal(x_keep, r.X);
+    r.lnf_forward(true);
+    Buffer<real> logits(dev, (size_t)B * T * V), grad(dev, (size_t)B * T * d), hf(dev, (size_t)B * T * d);
+    auto head = [&]() {  // logits = ln_f output · wteᵀ, one sequence at a time (its rows' bits independent of B)
+        r.signal(hf, r.X);
+        for (int b = 0; b < B; b++)
+            op::matmul_forward(dev, logits.ptr + (size_t)b * T * V, hf.ptr + (size_t)b * T * d, wte, (const real*)nullptr, T, d, V);
+    };
+    head();
+    TintOutput<real> out;
+    out.logits0.resize((size_t)B * T * V);
+    device_copy(dev, out.logits0.data(), logits.ptr, logits.bytes(), Copy::device_to_host);
+    for (int step = 0; step < s; step++) {
+        // the loss gradient at the output (a non-transformer module, as in the code; spec §4.4)
+        op::tint_loss_gradient(dev, grad.ptr, logits.ptr, wte, ids, lmask_dev.ptr, B * T, d, V);
+        r.set_signal(r.X, grad);
+        r.lnf_backward();
+        for (int l = L - 1; l >= L - k; l--) r.backward_block(l);
+        // re-forward the updated top k layers from the kept input, then ln_f with the updated β_f
+        r.set_signal(r.X, x_keep);
+        for (int l = L - k; l < L; l++) r.forward_block(l, true);
         r.lnf_forward(true);
-        std::vector<real> logits((size_t)T * V), grad((size_t)T * d);
-        std::vector<real> hf = r.signal(r.X);
-        matmul_forward(logits.data(), hf.data(), wte, (const real*)nullptr, T, d, V);
-        std::copy(logits.begin(), logits.end(), out.logits0.begin() + (size_t)b * T * V);
-        for (int step = 0; step < s; step++) {
-            // the loss gradient at the output (a non-transformer module, as in the code; spec §4.4)
-            tint_loss_gradient(grad.data(), logits.data(), wte, ids, lmask.data(), T, d, V);
-            r.set_signal(r.X, grad);
-            r.lnf_backward();
-            for (int l = L - 1; l >= L - k; l--) r.backward_block(l);
-            // re-forward the updated top k layers from the kept input, then ln_f with the updated β_f
-            r.set_signal(r.X, x_keep);
-            for (int l = L - k; l < L; l++) r.forward_block(l, true);
-            r.lnf_forward(true);
-            hf = r.signal(r.X);
-            matmul_forward(logits.data(), hf.data(), wte, (const real*)nullptr, T, d, V);
-        }
-        std::copy(logits.begin(), logits.end(), out.logits1.begin() + (size_t)b * T * V);
-        // decode the prefixes back into the auxiliary registry
-        std::vector<real> params(aux.s.params.ptr, aux.s.params.ptr + aux.s.ptable.total);
+        head();
+    }
+    out.logits1.resize((size_t)B * T * V);
+    device_copy(dev, out.logits1.data(), logits.ptr, logits.bytes(), Copy::device_to_host);
+    // decode the prefixes back into each sequence's copy of the auxiliary registry
+    out.params.assign(B, aux_params);
+    std::vector<real> pref((size_t)B * K * D);
+    auto fetch = [&](const Buffer<real>& buf) {
+        device_copy(dev, pref.data(), buf.ptr, pref.size() * sizeof(real), Copy::device_to_host);
+    };
+    for (int b = 0; b < B; b++) {
+        std::vector<real>& params = out.params[b];
+        const real* pb = pref.data() + (size_t)b * K * D;  // sequence b's prefix of the last fetch
         auto P = [&](const std::string& n) { return params.data() + aux.s.ptable.offset(n); };
-        auto undiag = [&](const std::vector<real>& pref, const std::string& w, const std::string& bias) {
+        auto undiag = [&](const Buffer<real>& buf, const std::string& wn, const std::string& bias) {
+            fetch(buf);
             std::vector<real> Wd((size_t)d * d);
-            tint::decode_linear<real>(c, pref.data(), Wd.data(), d, P(bias));
-            for (int i = 0; i < d; i++) P(w)[i] = Wd[(size_t)i * d + i];
+            tint::decode_linear<real>(c, pb, Wd.data(), d, P(bias));
+            for (int i = 0; i < d; i++) P(wn)[i] = Wd[(size_t)i * d + i];
+        };
+        auto undo = [&](const Buffer<real>& buf, real* W, int ldw, real* bias) {
+            fetch(buf);
+            tint::decode_linear<real>(c, pb, W, ldw, bias);
         };
         for (int l = 0; l < L; l++) {
             const std::string h = "h." + std::to_string(l) + ".";
@@ -389,29 +417,25 @@ TintOutput<real> Tint<real>::run(const GPT<real>& aux, const TintInput& in, int 
             undiag(p.ln1, h + "ln1.w", h + "ln1.b");
             real* qkv = P(h + "attn.qkv.w");
             real* qkvb = P(h + "attn.qkv.b");
-            tint::decode_linear<real>(c, p.q.data(), qkv, d, qkvb);
-            tint::decode_linear<real>(c, p.k.data(), qkv + (size_t)d * d, d, qkvb + d);
-            tint::decode_linear<real>(c, p.v.data(), qkv + (size_t)2 * d * d, d, qkvb + 2 * d);
-            tint::decode_linear<real>(c, p.o.data(), P(h + "attn.proj.w"), d, P(h + "attn.proj.b"));
+            undo(p.q, qkv, d, qkvb);
+            undo(p.k, qkv + (size_t)d * d, d, qkvb + d);
+            undo(p.v, qkv + (size_t)2 * d * d, d, qkvb + 2 * d);
+            undo(p.o, P(h + "attn.proj.w"), d, P(h + "attn.proj.b"));
             undiag(p.ln2, h + "ln2.w", h + "ln2.b");
             real* prb = P(h + "mlp.proj.b");
             std::fill(prb, prb + d, real(0));
             std::vector<real> bq(d);
             for (int kk = 0; kk < nc; kk++) {
-                tint::decode_linear<real>(c, p.fc1[kk].data(), P(h + "mlp.fc.w") + (size_t)kk * d * d, d, P(h + "mlp.fc.b") + (size_t)kk * d);
-                tint::decode_linear<real>(c, p.fc2[kk].data(), P(h + "mlp.proj.w") + (size_t)kk * d, nc * d, bq.data());
+                undo(p.fc1[kk], P(h + "mlp.fc.w") + (size_t)kk * d * d, d, P(h + "mlp.fc.b") + (size_t)kk * d);
+                undo(p.fc2[kk], P(h + "mlp.proj.w") + (size_t)kk * d, nc * d, bq.data());
                 for (int j = 0; j < d; j++) prb[j] += bq[j];  // b2 = Σ of the four quarters
             }
         }
         undiag(r.lnf, "lnf.w", "lnf.b");
-        out.params[b] = std::move(params);
-        bytes[b] = r.bytes();
-        fb[b] = r.fwd_blocks;
-        bb[b] = r.bwd_blocks;
     }
-    out.state_bytes = *std::max_element(bytes.begin(), bytes.end());
-    out.fwd_blocks = fb[0];
-    out.bwd_blocks = bb[0];
+    out.state_bytes = r.bytes() / B;
+    out.fwd_blocks = r.fwd_blocks;
+    out.bwd_blocks = r.bwd_blocks;
     return out;
 }
 
@@ -432,29 +456,6 @@ TintCount Tint<real>::count(int k) const {
     n.desc = k * (3 * P(lin_desc) + P(lin_desc_fc2) + 2 * P(ln_desc)) + P(ln_desc);
     n.desc_nz = k * (3 * Z(lin_desc) + Z(lin_desc_fc2) + 2 * Z(ln_desc)) + Z(ln_desc);
     return n;
-}
-
-template <typename real>
-void tint_loss_gradient(real* grad, const real* logits, const real* E, const int* ids, const uint8_t* m, int T, int d, int V) {
-    std::vector<double> p(V);
-    for (int t = 0; t < T; t++) {
-        real* g = grad + (size_t)t * d;
-        std::fill(g, g + d, real(0));
-        if (!m[t]) continue;
-        ICL_ASSERT(t + 1 < T);
-        const real* z = logits + (size_t)t * V;
-        double mx = z[0], sum = 0;
-        for (int v = 1; v < V; v++) mx = std::max(mx, (double)z[v]);
-        for (int v = 0; v < V; v++) sum += p[v] = std::exp((double)z[v] - mx);
-        // ∂(−log softmax(E h)[y])/∂h = Eᵀ softmax(E h) − E[y]
-        for (int v = 0; v < V; v++) {
-            const real pv = (real)(p[v] / sum);
-            const real* e = E + (size_t)v * d;
-            for (int j = 0; j < d; j++) g[j] += pv * e[j];
-        }
-        const real* ey = E + (size_t)ids[t + 1] * d;
-        for (int j = 0; j < d; j++) g[j] -= ey[j];
-    }
 }
 
 template <typename real>
@@ -486,7 +487,6 @@ TintFormula tint_formula(int d, int L, int T, int H) {
 
 #define ICL_TINT_INSTANTIATE(real)                                                                                       \
     template struct Tint<real>;                                                                                          \
-    template void tint_loss_gradient(real*, const real*, const real*, const int*, const uint8_t*, int, int, int);       \
     template double tint_loss(const real*, const int*, const uint8_t*, int, int);
 ICL_TINT_INSTANTIATE(float)
 ICL_TINT_INSTANTIATE(double)

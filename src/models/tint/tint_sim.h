@@ -26,10 +26,13 @@
 // Everything is templated on the scalar type: the tests run the simulator in fp64 against the oracles.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/device.h"
+#include "layers/tint_ops.h"
 #include "models/block.h"
 #include "models/gpt.h"
 
@@ -73,16 +76,16 @@ struct HSplit {
     static HSplit dim(int D, int H);
     void set(int h, int o, int i, double v);     // split-wise: W_h[o][i]
     void set_all(int o, int i, double v);        // dimension-wise: W_x[o][i] for every coordinate x
-    void apply(real* out, const real* in, int N) const;   // out (N,D) = op(in (N,D)); out != in
+    void apply(real* out, const real* in, int N) const;   // out (N,D) = op(in (N,D)) on the CPU (op:: layers); out != in
     int64_t params() const { return (int64_t)W.size() + (int64_t)b.size(); }
     int64_t nonzeros() const;
 
-    void prepare() const;                    // build the sparse form (apply() does it on first use otherwise)
-
-private:
-    struct Entry { int o, i; real w; };
-    mutable std::vector<Entry> nz_;          // split-wise: the non-zero entries in row order
-    mutable bool built_ = false;
+    // Split-wise: the non-zero entries of W as CSR by output coordinate (rowptr (D+1), col and w (nnz)), the form
+    // op::hsplit_split_forward runs. Built by prepare() (apply() and compile() call it when needed).
+    void prepare() const;
+    mutable std::vector<int> rowptr, col;
+    mutable std::vector<real> w;
+    mutable bool built = false;
 };
 
 // A chain of H-split ops applied in order. zero = contributes nothing; empty and not zero = identity.
@@ -93,7 +96,6 @@ struct Chain {
     static Chain none() { return Chain(); }
     static Chain identity() { Chain c; c.zero = false; return c; }
     static Chain of(std::vector<HSplit<real>> ops) { Chain c; c.zero = false; c.ops = std::move(ops); return c; }
-    void apply(real* out, const real* in, int N, int D) const;   // out (N,D) = chain(in (N,D)); out != in
     int64_t params() const;
     int64_t nonzeros() const;
 };
@@ -106,12 +108,9 @@ struct PosTerm {
     bool used() const { return !P.empty(); }
 };
 
-// Which (row i, column j) pairs a TinT attention may use, in state rows (prefixes 0..K−1, data K..).
-enum class MaskKind {
-    data_to_prefix,    // data rows read prefix columns (Linear Forward / Backward; restrict_prefixes)
-    prefix_to_train,   // prefix rows read the training data columns, bidirectionally (Linear Descent)
-    causal_data,       // data rows read earlier data columns (and the ICL mask); never prefixes (softmax modules)
-};
+// Which (row i, column j) pairs a TinT attention may use (layers/tint_ops.h): data_to_prefix (Linear Forward /
+// Backward), prefix_to_train (Linear Descent), causal_data (the softmax modules, with the ICL mask).
+using MaskKind = TintMask;
 
 template <typename real>
 struct TAttn {
@@ -151,13 +150,62 @@ struct TLayer {
     int64_t nonzeros() const;
 };
 
+template <typename real> struct Compiled;
+
 template <typename real>
 struct Module {
     std::string name;
     std::vector<TLayer<real>> layers;
     mutable int64_t runs = 0;          // times module_forward has run it, every sequence counted (the work done)
+    std::shared_ptr<const Compiled<real>> compiled;  // the weights on a device (compile()); const, shared by copies
     int64_t params() const;
     int64_t nonzeros() const;
+};
+
+// A module's weights flattened onto one device for the op:: layers: every real (H-split values and biases,
+// position tables, gate tables) in one buffer, the CSR indices in another, the 0/1 flags (live chunk pairs, λ) in a
+// third; the layers keep offsets into them. Built once, read-only afterwards (runs on many threads share it).
+template <typename real>
+struct Compiled {
+    struct Op { bool dimwise = false; int H = 0; size_t w = 0, b = 0, rowptr = 0, col = 0, live = 0; };
+    struct Chain { bool zero = true; std::vector<Op> ops; };
+    struct Pos { bool used = false; size_t P = 0, lam = 0; };
+    struct Layer {
+        LayerKind kind = LayerKind::linear;
+        int H = 0;
+        bool softmax = false, transpose = false;
+        double scale = 1;
+        MaskKind mask = MaskKind::data_to_prefix;
+        Chain q, k, v, o, fc, proj, map, skip;
+        Pos pq, pk, pv;
+        ActKind act = ActKind::relu;
+        GateKind gate = GateKind::none;
+        size_t a_old = 0, a_new = 0;
+        double b_old = 0, b_new = 0;
+    };
+    Device dev = Device::cpu;
+    std::vector<Layer> layers;
+    Buffer<real> reals;
+    Buffer<int> ints;
+    Buffer<uint8_t> flags;
+};
+template <typename real>
+void compile(Module<real>& m, Device dev);   // sets m.compiled
+
+// The masks and scratch of one call on B sequences of T data rows (state X (B, K+T, D) on `dev`).
+template <typename real>
+struct Work {
+    Device dev = Device::cpu;
+    int B = 0, K = 0, T = 0, N = 0, D = 0, d = 0, Taux = 0;
+    Buffer<int> pos;                   // (B,T)
+    Buffer<uint8_t> train, icl;        // (B,T), (B,T,T) or empty
+    bool has_icl = false;
+    Buffer<real> Q, Kx, Vx, O, e, u, v, sk, ta, tb;   // (B,N,D) each
+    Buffer<real> att;                  // (B, H_max, N, N)
+    Buffer<real> lnin, lnout, mean, rstd, ones, zeros;  // the group norm: (B·N, d), (B·N), (d)
+    // pos/train (B,T) and icl (B,T,T) or null, on the host
+    Work(Device dev, const TintConfig& c, int B, int T, const int* pos, const uint8_t* train, const uint8_t* icl);
+    size_t bytes() const;
 };
 
 // What the masks and position terms of one sequence depend on.
@@ -168,9 +216,10 @@ struct Seq {
     const uint8_t* icl = nullptr;      // (T,T) 1 = token t may attend to token j <= t; null = plain causal
 };
 
-// Run one layer / module on X (K+T, D) in place.
+// Run one module on X (B, K+T, D) in place, on w.dev, through op:: calls (m compiled for w.dev).
 template <typename real>
-void layer_forward(const TLayer<real>& l, real* X, const Seq& s, const TintConfig& c);
+void module_forward(const Module<real>& m, real* X, Work<real>& w);
+// The same for one sequence on the CPU (the module tests): X (K+T, D) on the host; compiles m on the fly if needed.
 template <typename real>
 void module_forward(const Module<real>& m, real* X, const Seq& s, const TintConfig& c);
 
@@ -238,25 +287,21 @@ struct Tint {
     tint::Module<real> lin_bwd, ln_bwd, act_bwd, attn_bwd;
     tint::Module<real> lin_desc, lin_desc_fc2, ln_desc;
 
-    explicit Tint(const TintConfig& c);
+    Device dev = Device::cpu;            // where the modules' weights and every run's state live
+
+    explicit Tint(const TintConfig& c, Device dev = Device::cpu);
     // The whole-model schedule of spec §4.7: forward of all L layers, then s times (backward + descent of the top
-    // k layers, re-forward of those k layers), reading the auxiliary weights from `aux`.
+    // k layers, re-forward of those k layers), reading the auxiliary weights from `aux` (on any device; its weights
+    // are read once into the prefixes). Every step is an op:: call on `dev`, all B sequences at once.
     TintOutput<real> run(const GPT<real>& aux, const TintInput& in, int k, int s) const;
     // Parameter count of the simulator for L forward blocks and k backward/descent blocks (+ ln_f), counting each
     // module instance of the official construction once per role (spec §6; see docs/tint.md).
     TintCount count(int k) const;
 };
 
-// The loss gradient at the output (spec §4.4; a dedicated non-transformer module, as in the official code):
-//   grad_t = (Eᵀ softmax(logits_t) − E[ids_{t+1}]) · m_t,   logits_t = E h_t, E = wte (the tied head)
-// i.e. the gradient w.r.t. h_t of the SUMMED cross-entropy Σ_t m_t CE_t. Shared by the simulator and oracle A.
-template <typename real>
-void tint_loss_gradient(real* grad,           // (T,d)  set
-                        const real* logits,   // (T,V)
-                        const real* E,        // (V,d)
-                        const int* ids,       // (T)
-                        const uint8_t* m,     // (T)   m_t = train[t+1]·label[t+1]
-                        int T, int d, int V);
+// The loss gradient at the output (spec §4.4; a dedicated non-transformer module, as in the official code) is the op
+// tint_loss_gradient (layers/tint_ops.h), shared by the simulator and oracle A: grad_t = (Eᵀ softmax(E h_t) −
+// E[ids_{t+1}])·m_t, the gradient w.r.t. h_t of the SUMMED cross-entropy Σ_t m_t CE_t (m_t = train[t+1]·label[t+1]).
 // Σ_t m_t CE_t of the same logits (the loss the inner step descends).
 template <typename real>
 double tint_loss(const real* logits, const int* ids, const uint8_t* m, int T, int V);

@@ -97,7 +97,7 @@ int cmd_lm(const Cli& cli) {
         if (method == "tint") {
             TintConfig cc = c;
             cc.eta = eta;
-            TintOutput<float> o = Tint<float>(cc).run(aux, in, k, s);
+            TintOutput<float> o = Tint<float>(cc, sim_device(cli)).run(aux, in, k, s);
             return std::make_pair(ppl_of(o.logits0, in, ntr), ppl_of(o.logits1, in, ntr));
         }
         std::vector<float> l0, l1;
@@ -432,8 +432,9 @@ int cmd_fewshot(const Cli& cli) {
         a.s1.assign(2 * n, {});
         TintConfig cc = c;
         cc.eta = eta;
-        Tint<float> tt(cc);
-#pragma omp parallel for schedule(dynamic)
+        Tint<float> tt(cc, sim_device(cli));
+        // episodes in parallel on the CPU; on the GPU one after another (one stream, shared scratch)
+#pragma omp parallel for schedule(dynamic) if (tt.dev == Device::cpu)
         for (int job = 0; job < 2 * n; job++) {
             Episode e = eps[job / 2];
             if (job % 2) {  // the content-free prompt, then the label token
@@ -717,7 +718,7 @@ int cmd_eps(const Cli& cli) {
         ce.gate_scale = 20;
         TintOutput<double> o = Tint<double>(ce).run(aux, in, 1, 1);
         ce.gate_scale = 10;
-        TintOutput<float> o32 = Tint<float>(ce).run(aux32, in, 1, 1);
+        TintOutput<float> o32 = Tint<float>(ce, sim_device(cli)).run(aux32, in, 1, 1);
         ln64.push_back(ln_err(e, false));
         ln32.push_back(ln_err(e, true));
         up64.push_back(grad_err(o.params[0]));
