@@ -51,7 +51,7 @@ const FlagUsers kFlagUsers = {
     {"--gate-scale", {"check", "params", "lm", "fewshot", "eps", "bench"}},
     {"--eta", {"check", "bench"}}, {"--k", {"check", "params", "bench"}}, {"--s", {"check", "bench"}},
     {"--budgets", {"lm", "fewshot"}}, {"--etas", {"lm", "fewshot"}}, {"--fracs", {"lm"}}, {"--windows", {"lm"}},
-    {"--dev-windows", {"lm"}}, {"--demos", {"fewshot"}}, {"--episodes", {"fewshot"}}, {"--dev-episodes", {"fewshot"}},
+    {"--dev-windows", {"lm"}}, {"--demos", {"fewshot"}}, {"--labels", {"fewshot"}}, {"--episodes", {"fewshot"}}, {"--dev-episodes", {"fewshot"}},
     {"--seeds", {"lm", "fewshot"}},
 };
 
@@ -93,6 +93,9 @@ void register_flags(Cli& cli) {
     cli.flag("--windows", "48", "lm: test windows (non-overlapping, from the validation text)");
     cli.flag("--dev-windows", "16", "lm: dev windows (choose η)");
     cli.flag("--demos", "4", "fewshot: demonstrations per episode (class-balanced; the paper: 32)");
+    cli.flag("--labels", "new", "fewshot, synthetic task: the episodes' label words: new (NEW0/NEW1, never seen in pretraining; a coin per "
+                                "episode names the classes) | flip (the pretraining words LABEL0/LABEL1, swapped in half of the episodes: "
+                                "there the demonstrations contradict what the model learned)");
     cli.flag("--episodes", "100", "fewshot: test episodes");
     cli.flag("--dev-episodes", "40", "fewshot: dev episodes (choose η)");
     cli.flag("--seeds", "1", "lm, fewshot: run the whole study for seeds --seed, --seed+1, … (each in <out>/seed<i>/) and tabulate mean ± 95% CI "

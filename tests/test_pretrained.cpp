@@ -684,6 +684,7 @@ TEST_CASE("pretrained: tint fewshot on a labelled text dataset: the paper's temp
     for (const Case& k : {Case{"tint fewshot --load-hf " + (d / "hf"), 2, "--load-hf: tint fewshot with a pretrained model needs --dataset FILE"},
                           Case{"tint fewshot --dataset " + (d / "data.tsv"), 2, "--dataset: the text task needs a pretrained model"},
                           Case{"tint fewshot --template agnews", 2, "--template: only with --dataset"},
+                          Case{base + words_a_the + " --labels flip", 2, "--labels: only for the synthetic task"},
                           Case{base + " --label-words ab,the", 2, "the label word ' ab' is 2 tokens of this tokenizer"},
                           Case{base + " --template imdb", 2, "--template: 'imdb' is not one of sst2, agnews, subj"},
                           Case{base + " --label-words a", 2, "--label-words: give at least two words"},

@@ -152,6 +152,7 @@ TEST_CASE("a resume that cannot continue the run is refused in one line") {
         {"tint lm --load " + ck + " --steps 5", 2, "--steps: the auxiliary model comes from --load, nothing is trained"},
         {"tint fewshot --H-sim 0 --steps 2 --out " + d + "/tint", 2, "--H-sim: must be in"},
         {"tint fewshot --demos 64 --seq 32 --steps 2 --out " + d + "/tint", 2, "--demos 64: a Multi-format episode has"},
+        {"tint fewshot --labels swapped --steps 2 --out " + d + "/tint", 2, "--labels"},
     };
     for (const Case& c : cases) {
         Result r = run(c.cmd);

@@ -191,18 +191,21 @@ struct Episode {
     int eval_line = 0;           // text task: the evaluation example's line in its file
 };
 
-// The synthetic task: new demos and a coin for the label words in every episode.
-Episode make_episode(int n_demos, Rng& rng) {
+// The synthetic task: new demos and a coin for the label words in every episode. The words are NEW0/NEW1 (never
+// seen in pretraining), or with `pretrained_words` LABEL0/LABEL1 (--labels flip): then the coin keeps the pretrained
+// mapping in half of the episodes and swaps it in the other half, where the demonstrations contradict the model.
+Episode make_episode(int n_demos, bool pretrained_words, Rng& rng) {
     Episode e;
     const int flip = (int)rng.below(2);
+    const int w0 = pretrained_words ? FS_LABEL0 : FS_NEW0;
     std::vector<int> cls;
     for (int i = 0; i < n_demos; i++) cls.push_back(i % 2);
     for (int i = n_demos - 1; i > 0; i--) std::swap(cls[i], cls[rng.below(i + 1)]);
-    // the new label words: NEW0 + (class XOR flip)
-    for (int c : cls) e.demos.push_back(fewshot_example(c, FS_NEW0 + (c ^ flip), rng));
+    // the label words: w0 + (class XOR flip)
+    for (int c : cls) e.demos.push_back(fewshot_example(c, w0 + (c ^ flip), rng));
     const int c = (int)rng.below(2);
-    e.eval = fewshot_example(c, FS_NEW0 + (c ^ flip), rng);
-    e.label_tok = {FS_NEW0 + flip, FS_NEW0 + (1 ^ flip)};
+    e.eval = fewshot_example(c, w0 + (c ^ flip), rng);
+    e.label_tok = {w0 + flip, w0 + (1 ^ flip)};
     e.sep = {FS_SEP};
     e.sfc = {FS_MARK};
     return e;
@@ -362,6 +365,8 @@ int cmd_fewshot(const Cli& cli) {
         for (const char* f : {"--eval-data", "--label-words", "--tokenizer"})
             if (cli.given(f)) fail_usage(std::string(f) + ": only with --dataset (the text task of a pretrained model)");
     if (!text_task && cli.given("--template")) fail_usage("--template: only with --dataset (the text task of a pretrained model)");
+    const bool flip_words = cli.get_choice("--labels", {"new", "flip"}) == "flip";
+    if (text_task && cli.given("--labels")) fail_usage("--labels: only for the synthetic task (the text task's words come from --template / --label-words)");
     const std::vector<double> etas = cli.has_value("--etas") ? cli.get_double_list("--etas", 0, 1e6) : std::vector<double>{3e-3, 1e-2, 3e-2, 1e-1, 3e-1};
     const GPTConfig g0 = planned_aux_config(cli, "fewshot");
     const std::vector<Budget> bud = budgets(cli, g0.L);
@@ -375,8 +380,8 @@ int cmd_fewshot(const Cli& cli) {
         dev = te.dev;
         test = te.test;
     } else {
-        for (int i = 0; i < n_dev; i++) dev.push_back(make_episode(n_demos, dr));
-        for (int i = 0; i < n_test; i++) test.push_back(make_episode(n_demos, tr));
+        for (int i = 0; i < n_dev; i++) dev.push_back(make_episode(n_demos, flip_words, dr));
+        for (int i = 0; i < n_test; i++) test.push_back(make_episode(n_demos, flip_words, tr));
     }
     for (auto* set : {&dev, &test})
         for (const Episode& e : *set) {
@@ -483,10 +488,13 @@ int cmd_fewshot(const Cli& cli) {
                     "examples;\nTinT K=%d D=%d eps=%g\n",
                     cli.get("--dataset").c_str(), te.tmpl.name.c_str(), C, n_demos, n_dev, n_test, c.K(), c.D(), c.eps);
     else
-        std::printf("tint fewshot: %d demos per episode, %d dev + %d test episodes; two label words never seen in pretraining, their\n"
-                    "mapping to the classes a coin per episode (chance = 50%%); TinT K=%d D=%d eps=%g\n"
+        std::printf("tint fewshot: %d demos per episode, %d dev + %d test episodes; %s\n"
+                    "(chance = 50%%); TinT K=%d D=%d eps=%g\n"
                     "the auxiliary model reads the class: %.1f%% zero-shot with its pretraining label words\n",
-                    n_demos, n_dev, n_test, c.K(), c.D(), c.eps, 100 * reads_class);
+                    n_demos, n_dev, n_test,
+                    flip_words ? "the pretraining label words, swapped by a coin per episode (--labels flip)"
+                               : "two label words never seen in pretraining, their mapping to the classes a coin per episode",
+                    c.K(), c.D(), c.eps, 100 * reads_class);
     TextOut csv(dir + "/table.csv", csv_provenance_comment());
     csv.printf("method,format,loss,k,s,eta,acc_dev,acc_dev_cal,acc_test,acc_test_cal,acc_test_before,acc_test_before_cal\n");
     // every test episode's label-word scores of every arm (at its η chosen uncalibrated), for analysis and the tests
