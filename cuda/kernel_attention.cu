@@ -12,8 +12,8 @@
 // How it runs. The CPU uses a chunked parallel form (small T×T products per chunk); this version is the
 // plainest correct GPU mapping, the RECURRENT form run as a scan: one thread block per (b, h) pair walks the
 // tokens in order and keeps the state. Thread j owns column j of S (m values, in a global scratch slice of the
-// pair — coalesced across j and L2-resident), threads i < m own z_i; â_t, ĉ_t, a_t sit in shared memory for
-// the step. Work is O(T·m·hs) per pair like the CPU's, but sequential in T: fine for the model sizes ICLCA
+// pair — coalesced across j and L2-resident — or, with ICL_KATTN_SHARED=1, in shared memory: state_in_shared
+// below), threads i < m own z_i; â_t, ĉ_t, a_t sit in shared memory for the step. Work is O(T·m·hs) per pair like the CPU's, but sequential in T: fine for the model sizes ICLCA
 // uses; not tuned (a chunked GPU version would be the next step). Backward is the same scan twice:
 //   forward sweep (t ascending):  dâ_t = S_t dnum_t,  da_t = R_{p_t}ᵀ dâ_t + z_t·dden_t,  dq_t += φ'(q_t) da_t
 //   reverse sweep (t descending): U_t = Σ_{t'>=t} â_{t'} dnum_{t'}ᵀ,  w_t = Σ_{t'>=t} a_{t'} dden_{t'}
@@ -23,6 +23,7 @@
 // RoPE angles are computed in double and rounded once to float, as on the CPU (rope.h).
 #include "cuda/common.cuh"
 #include "cuda/layers.h"
+#include "engine/device.h"
 
 namespace icl::cuda {
 
@@ -76,17 +77,19 @@ __global__ void kattn_features_kernel(float* phiq, float* phik, float* rphiq, fl
 // state (B·NH, m·hs + m): the pair's S (z stays in registers). shared: â, ĉ, a (m each) + 32 for block_sum.
 __global__ void kattn_forward_scan_kernel(float* out, float* den, float* state, const float* phiq, const float* phik, const float* rphiq,
                                           const float* rphik, const float* qkv, const float* bkv, const float* bd, int T, int C, int NH,
-                                          float eps) {
+                                          float eps, bool shared_state) {
     extern __shared__ float sh[];
     const int hs = C / NH, m = hs, bh = blockIdx.x, b = bh / NH, h = bh % NH, j = threadIdx.x;
     float* ah = sh;           // (m) â_t
     float* ch = ah + m;       // (m) ĉ_t
     float* a = ch + m;        // (m) a_t
     float* red = a + m;       // (32)
-    float* S = state + (size_t)bh * ((size_t)m * hs + m);  // (m,hs), column j owned by thread j
+    // S (m,hs), column j owned by thread j: in shared memory (rows padded to hs+1) or the pair's global slice
+    const int ld = shared_state ? hs + 1 : hs;
+    float* S = shared_state ? red + 32 : state + (size_t)bh * ((size_t)m * hs + m);
     // the states start at the biases (the bias is the state before the first token)
     if (j < hs)
-        for (int i = 0; i < m; i++) S[(size_t)i * hs + j] = bkv ? bkv[((size_t)h * m + i) * hs + j] : 0.0f;
+        for (int i = 0; i < m; i++) S[(size_t)i * ld + j] = bkv ? bkv[((size_t)h * m + i) * hs + j] : 0.0f;
     float z = (j < m && bd) ? bd[(size_t)h * m + j] : 0.0f;  // z_j (thread j < m)
     const size_t fo = (size_t)bh * T * m;
     for (int t = 0; t < T; t++) {
@@ -111,8 +114,8 @@ __global__ void kattn_forward_scan_kernel(float* out, float* den, float* state, 
             const float vj = qkv[((size_t)b * T + t) * 3 * C + 2 * C + h * hs + j];
             float acc = 0.0f;
             for (int i = 0; i < m; i++) {
-                const float sij = S[(size_t)i * hs + j] + ch[i] * vj;
-                S[(size_t)i * hs + j] = sij;
+                const float sij = S[(size_t)i * ld + j] + ch[i] * vj;
+                S[(size_t)i * ld + j] = sij;
                 acc += ah[i] * sij;
             }
             out[((size_t)b * T + t) * C + h * hs + j] = acc * inv;
@@ -124,6 +127,25 @@ __global__ void kattn_forward_scan_kernel(float* out, float* den, float* state, 
 
 static int scan_threads(int hs) { return std::max(WARP, ceil_div(hs, WARP) * WARP); }
 
+// Whether a scan keeps its (m,hs) state in shared memory (rows padded to hs+1 floats: the row reads of the backward
+// sweeps then hit 32 different banks) rather than in the pair's global scratch slice: when
+// set_kernel_attention_shared_state is on (ICL_KATTN_SHARED=1; off until measured on a GPU) and it fits the device's
+// opt-in limit. Adds the state to `shmem` and raises the kernel's dynamic shared-memory limit past 48 KiB if needed.
+static bool state_in_shared(const void* kernel, size_t& shmem, int m, int hs) {
+    if (!icl::kernel_attention_shared_state_enabled()) return false;
+    const size_t total = shmem + (size_t)m * (hs + 1) * sizeof(float);
+    static int optin = -1;
+    if (optin < 0) {
+        int dev = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    }
+    if (total > (size_t)optin) return false;
+    if (total > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)total));
+    shmem = total;
+    return true;
+}
+
 void kernel_attention_forward(float* out, float* phiq, float* phik, float* rphiq, float* rphik, float* den, float* scratch, const float* qkv,
                               const int* pos, const float* bkv, const float* bd, int B, int T, int C, int NH, double eps) {
     (void)scratch;
@@ -133,9 +155,10 @@ void kernel_attention_forward(float* out, float* phiq, float* phik, float* rphiq
     kattn_features_kernel<<<grid_for((int64_t)B * T * NH * (m / 2)), 256>>>(phiq, phik, rphiq, rphik, qkv, pos, B, T, C, NH);
     launchCheck("kattn_features_kernel");
     float* state = scratch_as<float>(Scratch::kattn_red, (size_t)B * NH * ((size_t)m * hs + m));
-    const size_t shmem = (3 * (size_t)m + 32) * sizeof(float);
+    size_t shmem = (3 * (size_t)m + 32) * sizeof(float);
+    const bool sh = state_in_shared((const void*)kattn_forward_scan_kernel, shmem, m, hs);
     kattn_forward_scan_kernel<<<B * NH, scan_threads(hs), shmem>>>(out, den, state, phiq, phik, rphiq, rphik, qkv, bkv, bd, T, C, NH,
-                                                                    (float)eps);
+                                                                    (float)eps, sh);
     launchCheck("kattn_forward_scan_kernel");
 }
 
@@ -158,15 +181,16 @@ __global__ void kattn_dden_kernel(float* dd, const float* dout, const float* out
 // a = φ(q)  =>  dq += φ'(q) da.        One block per (b,h); shared: ĉ (m), dnum (hs), dâ (m), 32.
 __global__ void kattn_backward_forward_sweep_kernel(float* dqkv, float* state, const float* dout, const float* phiq, const float* phik,
                                                     const float* rphik, const float* den, const float* dd, const float* qkv, const int* pos,
-                                                    const float* bkv, const float* bd, int T, int C, int NH) {
+                                                    const float* bkv, const float* bd, int T, int C, int NH, bool shared_state) {
     extern __shared__ float sh[];
     const int hs = C / NH, m = hs, bh = blockIdx.x, b = bh / NH, h = bh % NH, j = threadIdx.x;
     float* ch = sh;           // (m)  ĉ_t
     float* dnum = ch + m;     // (hs) dnum_t = g_t / den_t
     float* X = dnum + hs;     // (m)  dâ_t
-    float* S = state + (size_t)bh * ((size_t)m * hs + m);  // (m,hs)
+    const int ld = shared_state ? hs + 1 : hs;  // S (m,hs): shared (padded rows) or the pair's global slice
+    float* S = shared_state ? X + m : state + (size_t)bh * ((size_t)m * hs + m);
     if (j < hs)
-        for (int i = 0; i < m; i++) S[(size_t)i * hs + j] = bkv ? bkv[((size_t)h * m + i) * hs + j] : 0.0f;
+        for (int i = 0; i < m; i++) S[(size_t)i * ld + j] = bkv ? bkv[((size_t)h * m + i) * hs + j] : 0.0f;
     float z = (j < m && bd) ? bd[(size_t)h * m + j] : 0.0f;
     const size_t fo = (size_t)bh * T * m;
     for (int t = 0; t < T; t++) {
@@ -178,13 +202,13 @@ __global__ void kattn_backward_forward_sweep_kernel(float* dqkv, float* state, c
         // S_t = S_{t−1} + ĉ_t v_tᵀ  (column j)
         if (j < hs) {
             const float vj = qkv[row * 3 * C + 2 * C + (size_t)h * hs + j];
-            for (int i = 0; i < m; i++) S[(size_t)i * hs + j] += ch[i] * vj;
+            for (int i = 0; i < m; i++) S[(size_t)i * ld + j] += ch[i] * vj;
         }
         __syncthreads();  // row i of S_t is read by thread i below
         // num_t = â_tᵀ S_t  =>  dâ_t[i] = Σ_j S_t[i,j] dnum_t[j]
         if (j < m) {
             float x = 0.0f;
-            for (int jj = 0; jj < hs; jj++) x += S[(size_t)j * hs + jj] * dnum[jj];
+            for (int jj = 0; jj < hs; jj++) x += S[(size_t)j * ld + jj] * dnum[jj];
             X[j] = x;
         }
         __syncthreads();
@@ -205,7 +229,7 @@ __global__ void kattn_backward_forward_sweep_kernel(float* dqkv, float* state, c
 // One block per (b,h); shared: â (m), ĉ (m), dnum (hs), v (hs), dĉ (m).
 __global__ void kattn_backward_reverse_sweep_kernel(float* dqkv, float* state, const float* dout, const float* phiq, const float* phik,
                                                     const float* rphiq, const float* rphik, const float* den, const float* dd,
-                                                    const float* qkv, const int* pos, int T, int C, int NH) {
+                                                    const float* qkv, const int* pos, int T, int C, int NH, bool shared_state) {
     extern __shared__ float sh[];
     const int hs = C / NH, m = hs, bh = blockIdx.x, b = bh / NH, h = bh % NH, j = threadIdx.x;
     float* ah = sh;           // (m)
@@ -213,10 +237,12 @@ __global__ void kattn_backward_reverse_sweep_kernel(float* dqkv, float* state, c
     float* dnum = ch + m;     // (hs)
     float* v = dnum + hs;     // (hs)
     float* X = v + hs;        // (m)  dĉ_t
-    float* U = state + (size_t)bh * ((size_t)m * hs + m);  // (m,hs)
-    float* wout = U + (size_t)m * hs;                       // (m)
+    float* Ug = state + (size_t)bh * ((size_t)m * hs + m);  // (m,hs) the pair's slice: U_0 at the end
+    float* wout = Ug + (size_t)m * hs;                       // (m)
+    const int ld = shared_state ? hs + 1 : hs;              // U: shared (padded rows) or the slice itself
+    float* U = shared_state ? X + m : Ug;
     if (j < hs)
-        for (int i = 0; i < m; i++) U[(size_t)i * hs + j] = 0.0f;
+        for (int i = 0; i < m; i++) U[(size_t)i * ld + j] = 0.0f;
     float w = 0.0f;
     const size_t fo = (size_t)bh * T * m;
     for (int t = T - 1; t >= 0; t--) {
@@ -235,8 +261,8 @@ __global__ void kattn_backward_reverse_sweep_kernel(float* dqkv, float* state, c
         if (j < hs) {
             float acc = 0.0f;
             for (int i = 0; i < m; i++) {
-                const float u = U[(size_t)i * hs + j] + ah[i] * dnum[j];
-                U[(size_t)i * hs + j] = u;
+                const float u = U[(size_t)i * ld + j] + ah[i] * dnum[j];
+                U[(size_t)i * ld + j] = u;
                 acc += u * ch[i];
             }
             dqkv[row * 3 * C + 2 * C + (size_t)h * hs + j] += acc;
@@ -245,7 +271,7 @@ __global__ void kattn_backward_reverse_sweep_kernel(float* dqkv, float* state, c
         // dĉ_t[i] = Σ_j U_t[i,j] v_t[j]
         if (j < m) {
             float x = 0.0f;
-            for (int jj = 0; jj < hs; jj++) x += U[(size_t)j * hs + jj] * v[jj];
+            for (int jj = 0; jj < hs; jj++) x += U[(size_t)j * ld + jj] * v[jj];
             X[j] = x;
         }
         __syncthreads();
@@ -259,6 +285,8 @@ __global__ void kattn_backward_reverse_sweep_kernel(float* dqkv, float* state, c
         __syncthreads();
     }
     if (j < m) wout[j] = w;
+    if (shared_state && j < hs)  // U_0 (column j, written by this thread only) for the bias gradients
+        for (int i = 0; i < m; i++) Ug[(size_t)i * hs + j] = U[(size_t)i * ld + j];
 }
 
 // S_t starts at b_KV, z_t at b_D  =>  dbkv[h] += Σ_b U_0[b,h],  dbd[h] += Σ_b w_0[b,h]   (b in order)
@@ -286,11 +314,14 @@ void kernel_attention_backward(float* dqkv, float* dbkv, float* dbd, float* scra
     const int64_t rows = (int64_t)B * NH * T;
     kattn_dden_kernel<<<blocks(rows, 8), 8 * WARP>>>(dd, dout, out, den, B, T, C, NH);
     launchCheck("kattn_dden_kernel");
-    kattn_backward_forward_sweep_kernel<<<B * NH, scan_threads(hs), (2 * (size_t)m + hs) * sizeof(float)>>>(
-        dqkv, state, dout, phiq, phik, rphik, den, dd, qkv, pos, bkv, bd, T, C, NH);
+    size_t sh1 = (2 * (size_t)m + hs) * sizeof(float), sh2 = (3 * (size_t)m + 2 * hs) * sizeof(float);
+    const bool s1 = state_in_shared((const void*)kattn_backward_forward_sweep_kernel, sh1, m, hs);
+    kattn_backward_forward_sweep_kernel<<<B * NH, scan_threads(hs), sh1>>>(dqkv, state, dout, phiq, phik, rphik, den, dd, qkv, pos, bkv, bd, T,
+                                                                           C, NH, s1);
     launchCheck("kattn_backward_forward_sweep_kernel");
-    kattn_backward_reverse_sweep_kernel<<<B * NH, scan_threads(hs), (3 * (size_t)m + 2 * hs) * sizeof(float)>>>(
-        dqkv, state, dout, phiq, phik, rphiq, rphik, den, dd, qkv, pos, T, C, NH);
+    const bool s2 = state_in_shared((const void*)kattn_backward_reverse_sweep_kernel, sh2, m, hs);
+    kattn_backward_reverse_sweep_kernel<<<B * NH, scan_threads(hs), sh2>>>(dqkv, state, dout, phiq, phik, rphiq, rphik, den, dd, qkv, pos, T, C,
+                                                                           NH, s2);
     launchCheck("kattn_backward_reverse_sweep_kernel");
     if (dbkv || dbd) {
         kattn_bias_grad_kernel<<<blocks((int64_t)NH * (m * hs + m), 256), 256>>>(dbkv, dbd, state, B, NH, m, hs);

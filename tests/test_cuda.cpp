@@ -903,34 +903,42 @@ TEST_CASE("cuda kernels: kernel attention (RoPE, ICLCA biases) forward, backward
     check_close("kernel_attention_step z", z, down(gz, z.size()));
 }
 
-TEST_CASE("cuda kernels: kernel attention at head size 64 (> one warp of channels), forward and backward" * GPU_CASE) {
+TEST_CASE("cuda kernels: kernel attention at head size 64 and 128 (> one warp of channels), state in global or shared memory" * GPU_CASE) {
     REQUIRE_GPU();
-    const int B = 2, T = 67, C = 128, NH = 2, hs = C / NH, m = hs;
-    Rng r(2020);
-    const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.0, 1.0), bkv = rnd((size_t)NH * m * hs, r, -0.2, 0.2), bd = rnd((size_t)NH * m, r, 0.5, 1.0),
-              dout = rnd((size_t)B * T * C, r);
-    auto gqkv = up(qkv), gbkv = up(bkv), gbd = up(bd), gdout = up(dout);
-    const size_t nf = (size_t)B * NH * T * m;
-    Vec out((size_t)B * T * C), pq(nf), pk(nf), rq(nf), rk(nf), den((size_t)B * NH * T);
-    Vec scratch(kernel_attention_scratch_size(B, T, C, NH));
-    icl::kernel_attention_forward(out.data(), pq.data(), pk.data(), rq.data(), rk.data(), den.data(), scratch.data(), qkv.data(), nullptr,
-                                  bkv.data(), bd.data(), B, T, C, NH, 1e-6);
-    auto gout = poisoned(out.size()), gpq = poisoned(nf), gpk = poisoned(nf), grq = poisoned(nf), grk = poisoned(nf), gden = poisoned(den.size());
-    op::kernel_attention_forward<float>(GPU, gout.ptr, gpq.ptr, gpk.ptr, grq.ptr, grk.ptr, gden.ptr, nullptr, gqkv.ptr, nullptr, gbkv.ptr, gbd.ptr,
-                                        B, T, C, NH, 1e-6);
-    check_close("kernel_attention_forward out (hs 64)", out, down(gout, out.size()));
-    check_close("kernel_attention_forward den (hs 64)", den, down(gden, den.size()));
-    const Vec out32 = f32(out), pq32 = f32(pq), pk32 = f32(pk), rq32 = f32(rq), rk32 = f32(rk), den32 = f32(den);
-    auto so = up(out32), spq = up(pq32), spk = up(pk32), srq = up(rq32), srk = up(rk32), sden = up(den32);
-    Vec dqkv = rnd(qkv.size(), r), dbkv = rnd(bkv.size(), r), dbd = rnd(bd.size(), r);
-    auto gdqkv = up(dqkv), gdbkv = up(dbkv), gdbd = up(dbd);
-    icl::kernel_attention_backward(dqkv.data(), dbkv.data(), dbd.data(), scratch.data(), dout.data(), out32.data(), pq32.data(), pk32.data(),
-                                   rq32.data(), rk32.data(), den32.data(), qkv.data(), nullptr, bkv.data(), bd.data(), B, T, C, NH);
-    op::kernel_attention_backward<float>(GPU, gdqkv.ptr, gdbkv.ptr, gdbd.ptr, nullptr, gdout.ptr, so.ptr, spq.ptr, spk.ptr, srq.ptr, srk.ptr,
-                                         sden.ptr, gqkv.ptr, nullptr, gbkv.ptr, gbd.ptr, B, T, C, NH);
-    check_close("kernel_attention_backward dqkv (hs 64)", dqkv, down(gdqkv, dqkv.size()), 1e-5, 2e-4);
-    check_close("kernel_attention_backward dbkv (hs 64)", dbkv, down(gdbkv, dbkv.size()), 1e-5, 2e-4);
-    check_close("kernel_attention_backward dbd (hs 64)", dbd, down(gdbd, dbd.size()), 1e-5, 2e-4);
+    // head size 64: the state (m,hs) fits the default 48 KiB of shared memory; 128: it needs the opt-in limit
+    struct Shape { int C; bool shared; };
+    for (Shape sp : {Shape{128, false}, Shape{128, true}, Shape{256, false}, Shape{256, true}}) {
+        CAPTURE(sp.C);
+        CAPTURE(sp.shared);
+        set_kernel_attention_shared_state(sp.shared);
+        const int B = 2, T = 67, C = sp.C, NH = 2, hs = C / NH, m = hs;
+        Rng r(2020 + C);
+        const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.0, 1.0), bkv = rnd((size_t)NH * m * hs, r, -0.2, 0.2), bd = rnd((size_t)NH * m, r, 0.5, 1.0),
+                  dout = rnd((size_t)B * T * C, r);
+        auto gqkv = up(qkv), gbkv = up(bkv), gbd = up(bd), gdout = up(dout);
+        const size_t nf = (size_t)B * NH * T * m;
+        Vec out((size_t)B * T * C), pq(nf), pk(nf), rq(nf), rk(nf), den((size_t)B * NH * T);
+        Vec scratch(kernel_attention_scratch_size(B, T, C, NH));
+        icl::kernel_attention_forward(out.data(), pq.data(), pk.data(), rq.data(), rk.data(), den.data(), scratch.data(), qkv.data(), nullptr,
+                                      bkv.data(), bd.data(), B, T, C, NH, 1e-6);
+        auto gout = poisoned(out.size()), gpq = poisoned(nf), gpk = poisoned(nf), grq = poisoned(nf), grk = poisoned(nf), gden = poisoned(den.size());
+        op::kernel_attention_forward<float>(GPU, gout.ptr, gpq.ptr, gpk.ptr, grq.ptr, grk.ptr, gden.ptr, nullptr, gqkv.ptr, nullptr, gbkv.ptr,
+                                            gbd.ptr, B, T, C, NH, 1e-6);
+        check_close("kernel_attention_forward out", out, down(gout, out.size()));
+        check_close("kernel_attention_forward den", den, down(gden, den.size()));
+        const Vec out32 = f32(out), pq32 = f32(pq), pk32 = f32(pk), rq32 = f32(rq), rk32 = f32(rk), den32 = f32(den);
+        auto so = up(out32), spq = up(pq32), spk = up(pk32), srq = up(rq32), srk = up(rk32), sden = up(den32);
+        Vec dqkv = rnd(qkv.size(), r), dbkv = rnd(bkv.size(), r), dbd = rnd(bd.size(), r);
+        auto gdqkv = up(dqkv), gdbkv = up(dbkv), gdbd = up(dbd);
+        icl::kernel_attention_backward(dqkv.data(), dbkv.data(), dbd.data(), scratch.data(), dout.data(), out32.data(), pq32.data(), pk32.data(),
+                                       rq32.data(), rk32.data(), den32.data(), qkv.data(), nullptr, bkv.data(), bd.data(), B, T, C, NH);
+        op::kernel_attention_backward<float>(GPU, gdqkv.ptr, gdbkv.ptr, gdbd.ptr, nullptr, gdout.ptr, so.ptr, spq.ptr, spk.ptr, srq.ptr, srk.ptr,
+                                             sden.ptr, gqkv.ptr, nullptr, gbkv.ptr, gbd.ptr, B, T, C, NH);
+        check_close("kernel_attention_backward dqkv", dqkv, down(gdqkv, dqkv.size()), 1e-5, 2e-4);
+        check_close("kernel_attention_backward dbkv", dbkv, down(gdbkv, dbkv.size()), 1e-5, 2e-4);
+        check_close("kernel_attention_backward dbd", dbd, down(gdbd, dbd.size()), 1e-5, 2e-4);
+    }
+    set_kernel_attention_shared_state(false);
 }
 
 TEST_CASE("cuda kernels: ICLAA hybrid attention (softmax or feature similarity, FAVOR+ or elu+1, with and without a prompt term) and the streaming EMA" * GPU_CASE) {

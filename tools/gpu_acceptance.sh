@@ -168,6 +168,8 @@ if want bench; then
     step "bench GPT-2 small --tf32" $B/bench --device cuda model --preset gpt2-small --tf32
     step "bench GPT-2 small, fused attention (ICL_FUSED_ATTENTION=1)" env ICL_FUSED_ATTENTION=1 $B/bench --device cuda model --preset gpt2-small
     step "train_gpt arith on cuda, fused attention" env ICL_FUSED_ATTENTION=1 $B/train_gpt --preset arith --steps 300 --device cuda --out out/gpu_acceptance/arith_fused
+    step "iclca bench on cuda, kernel-attention state in global memory" $B/iclca bench --Ms 0 --Ts 1024,4096 --gen 32 --device cuda --out out/gpu_acceptance/kattn_global
+    step "iclca bench on cuda, kernel-attention state in shared memory (ICL_KATTN_SHARED=1)" env ICL_KATTN_SHARED=1 $B/iclca bench --Ms 0 --Ts 1024,4096 --gen 32 --device cuda --out out/gpu_acceptance/kattn_shared
     if $py -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
         step "PyTorch eager, GPT-2 small" $py tools/bench_pytorch.py --device cuda $G2S --reps 10
         step "PyTorch eager, GPT-2 small, TF32" $py tools/bench_pytorch.py --device cuda $G2S --reps 10 --tf32

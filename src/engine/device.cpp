@@ -22,6 +22,12 @@ static bool g_fused_attention = [] {
 }();
 void set_fused_attention(bool on) { g_fused_attention = on; }
 bool fused_attention_enabled() { return g_fused_attention; }
+static bool g_kattn_shared = [] {
+    const char* e = std::getenv("ICL_KATTN_SHARED");
+    return e && std::string(e) == "1";
+}();
+void set_kernel_attention_shared_state(bool on) { g_kattn_shared = on; }
+bool kernel_attention_shared_state_enabled() { return g_kattn_shared; }
 
 #ifdef ICL_CUDA
 // Implemented in cuda/cuda_device.cu.

@@ -32,6 +32,10 @@ bool tf32_enabled();
 // ICL_FUSED_ATTENTION=1 in the environment turns it on. No effect on the CPU.
 void set_fused_attention(bool on);
 bool fused_attention_enabled();
+// The kernel-attention scans on the GPU (cuda/kernel_attention.cu) with their (m,hs) state in shared memory instead of
+// a global scratch slice per (batch, head). Off by default until measured on a GPU; ICL_KATTN_SHARED=1 turns it on.
+void set_kernel_attention_shared_state(bool on);
+bool kernel_attention_shared_state_enabled();
 
 void* device_alloc(Device d, size_t bytes);  // zero-filled, 64-byte aligned on the CPU
 // How many device_alloc calls this process has made (both devices): tests check that a steady loop allocates nothing.
