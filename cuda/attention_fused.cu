@@ -175,7 +175,10 @@ __global__ void attn_fused_dkv_kernel(float* dqkv, const float* dout, const floa
         v[c] = active ? base[(size_t)j * 3 * C + 2 * C + h * hs + c] : 0.0f;
         dk[c] = dv[c] = 0.0f;
     }
-    for (int q0 = j0b; q0 < T; q0 += KT) {  // queries before the block's first key never see it
+    // queries before the block's first key never see it; a key below the sequence's first key (kstart) is seen only
+    // by its own query, so a block of such keys stops at its own last row
+    const int qend = j0b + FA_ROWS <= ks ? min(T, j0b + FA_ROWS) : T;
+    for (int q0 = j0b; q0 < qend; q0 += KT) {
         __syncthreads();
         for (int e = threadIdx.x; e < KT * hs; e += blockDim.x) {
             const int i = q0 + e / hs, c = e % hs;
