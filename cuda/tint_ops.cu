@@ -10,8 +10,9 @@
 //                           simple forms are enough, and every output is one thread's fixed-order sum (deterministic).
 //   tint_gate_forward       one thread per element
 //   copy_block, fill_block  one thread per element
-//   tint_loss_gradient      per row: max and Σ exp in double (one thread per row), then one thread per (row, j)
-//                           summing p_v·E[v, j] over v in order, then − E[y, j]
+//   tint_loss_gradient      per row: max and Σ exp in double (one thread per row), then one block per row: the
+//                           probabilities in chunks through shared memory, thread j summing p_v·E[v, j] over v in
+//                           order, then − E[y, j]
 #include "cuda/common.cuh"
 #include "cuda/layers.h"
 
@@ -173,17 +174,32 @@ __global__ void loss_stats_kernel(double* stats, const float* logits, const uint
     stats[2 * t] = mx;
     stats[2 * t + 1] = sum;
 }
+// one block per row t: the probabilities p_v = exp(z_v − max)/Σ in chunks of LG_CHUNK through shared memory (each
+// computed once per column pass), thread j summing p_v·E[v, j] over v in order, then − E[y, j]
+constexpr int LG_CHUNK = 1024;
 __global__ void loss_grad_kernel(float* grad, const double* stats, const float* logits, const float* E, const int* ids, const uint8_t* m, int T,
                                  int d, int V) {
-    const int64_t total = (int64_t)T * d;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-        const int t = (int)(e / d), j = (int)(e % d);
-        if (!m[t]) { grad[e] = 0.f; continue; }
-        const float* z = logits + (size_t)t * V;
-        const double mx = stats[2 * t], sum = stats[2 * t + 1];
+    __shared__ float sp[LG_CHUNK];
+    const int t = blockIdx.x;
+    if (!m[t]) {  // the whole block: no barrier is skipped by some threads only
+        for (int j = threadIdx.x; j < d; j += blockDim.x) grad[(size_t)t * d + j] = 0.f;
+        return;
+    }
+    const float* z = logits + (size_t)t * V;
+    const double mx = stats[2 * t], sum = stats[2 * t + 1];
+    const int y = ids[t + 1];  // m_t = 0 at every sequence's last row (the host builds m so)
+    for (int j0 = 0; j0 < d; j0 += blockDim.x) {
+        const int j = j0 + threadIdx.x;
         float g = 0.f;
-        for (int v = 0; v < V; v++) g += (float)(exp((double)z[v] - mx) / sum) * E[(size_t)v * d + j];
-        grad[e] = g - E[(size_t)ids[t + 1] * d + j];
+        for (int v0 = 0; v0 < V; v0 += LG_CHUNK) {
+            const int n = min(LG_CHUNK, V - v0);
+            __syncthreads();  // the previous chunk is no longer read
+            for (int e = threadIdx.x; e < n; e += blockDim.x) sp[e] = (float)(exp((double)z[v0 + e] - mx) / sum);
+            __syncthreads();
+            if (j < d)
+                for (int e = 0; e < n; e++) g += sp[e] * E[(size_t)(v0 + e) * d + j];
+        }
+        if (j < d) grad[(size_t)t * d + j] = g - E[(size_t)y * d + j];
     }
 }
 
@@ -225,10 +241,11 @@ void fill_block(float* dst, int64_t dbs, int64_t dld, int B, int rows, int cols,
     launchCheck("fill_block_kernel");
 }
 void tint_loss_gradient(float* grad, const float* logits, const float* E, const int* ids, const uint8_t* m, int T, int d, int V) {
+    if (T == 0) return;
     double* stats = scratch_as<double>(Scratch::tint_loss, 2 * (size_t)T);  // (T, 2): max, Σ exp
     loss_stats_kernel<<<blocks(T, 128), 128>>>(stats, logits, m, T, V);
     launchCheck("loss_stats_kernel");
-    loss_grad_kernel<<<grid_for((int64_t)T * d), 256>>>(grad, stats, logits, E, ids, m, T, d, V);
+    loss_grad_kernel<<<T, 256>>>(grad, stats, logits, E, ids, m, T, d, V);
     launchCheck("loss_grad_kernel");
 }
 

@@ -937,6 +937,23 @@ TEST_CASE("reset (§10.20) and batch independence (§10.21): no state carried be
     CHECK(ob.params[0] == o0.params[0]);
     CHECK(ob.params[1] == o1.params[0]);
     CHECK(ob.params[0] != ob.params[1]);
+    // a batch run in chunks of sequences (what a large batch does to bound memory) = the batch at once, bit for bit;
+    // the ICL mask and positions are sliced with their rows
+    TintInput three = random_input(3, 10, g.V, 7, 36);
+    three.pos.clear();
+    for (int i = 0; i < 30; i++) three.pos.push_back(i % 10 + i / 10);
+    three.icl.assign(3 * 10 * 10, 0);
+    for (int b = 0; b < 3; b++)
+        for (int i = 0; i < 10; i++)
+            for (int j = 0; j <= i; j++) three.icl[((size_t)b * 10 + i) * 10 + j] = b != 1 || i / 5 == j / 5;
+    const TintOutput<double> whole = tt.run(aux, three, 2, 1);
+    Tint<double> chunked(tint_cfg(g));
+    chunked.chunk = 2;
+    const TintOutput<double> parts = chunked.run(aux, three, 2, 1);
+    CHECK(parts.logits0 == whole.logits0);
+    CHECK(parts.logits1 == whole.logits1);
+    CHECK(parts.params == whole.params);
+    CHECK(parts.fwd_blocks == whole.fwd_blocks);
 }
 
 // Our construction's size in closed form, counted by hand from the module definitions (spec §3–4, tint_modules.cpp):

@@ -246,6 +246,13 @@ struct BatchRun {
     }
 };
 
+// rows [lo, hi) of a (B·T, per) input array (empty stays empty)
+template <typename T>
+std::vector<T> rows_of(const std::vector<T>& v, size_t lo, size_t hi, size_t per) {
+    if (v.empty()) return {};
+    return std::vector<T>(v.begin() + lo * per, v.begin() + hi * per);
+}
+
 }  // namespace
 
 template <typename real>
@@ -277,6 +284,38 @@ Tint<real>::Tint(const TintConfig& c, Device d) : cfg(c), dev(d) {
 
 template <typename real>
 TintOutput<real> Tint<real>::run(const GPT<real>& aux, const TintInput& in, int k, int s) const {
+    in.validate(cfg);
+    // the simulator's memory per sequence (reals): its prefix tensors (14 per block + ln_f), ~16 state-sized buffers,
+    // one head's attention scores per head, and the stored memory of k blocks (~16 regions of T·D)
+    const double K = cfg.K(), D = cfg.D(), N = K + in.T;
+    const double per_seq = (14.0 * cfg.L + 1) * K * D + 16 * N * D + std::max(cfg.H_lin(), cfg.H_sim) * N * N + 16.0 * k * in.T * D;
+    const int nchunk = chunk > 0 ? chunk : (int)std::max(1.0, std::min(1e9, std::floor((double)(1 << 28) / per_seq)));
+    if (in.B <= nchunk) return run_batch(aux, in, k, s);
+    TintOutput<real> out;
+    for (int b0 = 0; b0 < in.B; b0 += nchunk) {
+        const int nb = std::min(nchunk, in.B - b0);
+        const size_t bt = (size_t)in.T, lo = (size_t)b0 * bt, hi = lo + (size_t)nb * bt;
+        TintInput part;
+        part.B = nb;
+        part.T = in.T;
+        part.ids = rows_of(in.ids, lo, hi, 1);
+        part.pos = rows_of(in.pos, lo, hi, 1);
+        part.train = rows_of(in.train, lo, hi, 1);
+        part.label = rows_of(in.label, lo, hi, 1);
+        part.icl = rows_of(in.icl, lo, hi, bt);
+        TintOutput<real> o = run_batch(aux, part, k, s);
+        out.logits0.insert(out.logits0.end(), o.logits0.begin(), o.logits0.end());
+        out.logits1.insert(out.logits1.end(), o.logits1.begin(), o.logits1.end());
+        for (auto& p : o.params) out.params.push_back(std::move(p));
+        out.state_bytes = std::max(out.state_bytes, o.state_bytes);
+        out.fwd_blocks = o.fwd_blocks;
+        out.bwd_blocks = o.bwd_blocks;
+    }
+    return out;
+}
+
+template <typename real>
+TintOutput<real> Tint<real>::run_batch(const GPT<real>& aux, const TintInput& in, int k, int s) const {
     const TintConfig& c = cfg;
     const GPTConfig& g = aux.cfg;
     if (g.C != c.d || g.NH != c.n_h || g.L != c.L || g.V != c.V || g.maxT != c.T || (g.act == "relu") != (c.act == ActKind::relu))
@@ -393,13 +432,13 @@ TintOutput<real> Tint<real>::run(const GPT<real>& aux, const TintInput& in, int 
     device_copy(dev, out.logits1.data(), logits.ptr, logits.bytes(), Copy::device_to_host);
     // decode the prefixes back into each sequence's copy of the auxiliary registry
     out.params.assign(B, aux_params);
-    std::vector<real> pref((size_t)B * K * D);
-    auto fetch = [&](const Buffer<real>& buf) {
-        device_copy(dev, pref.data(), buf.ptr, pref.size() * sizeof(real), Copy::device_to_host);
-    };
+    std::vector<real> pref((size_t)K * D);
     for (int b = 0; b < B; b++) {
+        auto fetch = [&](const Buffer<real>& buf) {  // sequence b's (K,D) slice of a prefix tensor
+            device_copy(dev, pref.data(), buf.ptr + (size_t)b * K * D, pref.size() * sizeof(real), Copy::device_to_host);
+        };
         std::vector<real>& params = out.params[b];
-        const real* pb = pref.data() + (size_t)b * K * D;  // sequence b's prefix of the last fetch
+        const real* pb = pref.data();  // the last fetch
         auto P = [&](const std::string& n) { return params.data() + aux.s.ptable.offset(n); };
         auto undiag = [&](const Buffer<real>& buf, const std::string& wn, const std::string& bias) {
             fetch(buf);

@@ -293,10 +293,16 @@ struct Tint {
     // The whole-model schedule of spec §4.7: forward of all L layers, then s times (backward + descent of the top
     // k layers, re-forward of those k layers), reading the auxiliary weights from `aux` (on any device; its weights
     // are read once into the prefixes). Every step is an op:: call on `dev`, all B sequences at once.
+    // Batches larger than about 1 GiB of simulator state per chunk run in chunks of sequences (each sequence's result
+    // is independent of the others, so the chunking changes no bit).
     TintOutput<real> run(const GPT<real>& aux, const TintInput& in, int k, int s) const;
+    int chunk = 0;                       // sequences per chunk; 0 = by memory (tests set it to check the chunking)
     // Parameter count of the simulator for L forward blocks and k backward/descent blocks (+ ln_f), counting each
     // module instance of the official construction once per role (spec §6; see docs/tint.md).
     TintCount count(int k) const;
+
+private:
+    TintOutput<real> run_batch(const GPT<real>& aux, const TintInput& in, int k, int s) const;  // one chunk, all at once
 };
 
 // The loss gradient at the output (spec §4.4; a dedicated non-transformer module, as in the official code) is the op

@@ -438,8 +438,8 @@ int cmd_fewshot(const Cli& cli) {
         TintConfig cc = c;
         cc.eta = eta;
         Tint<float> tt(cc, sim_device(cli));
-        // episodes in parallel on the CPU; on the GPU one after another (one stream, shared scratch)
-#pragma omp parallel for schedule(dynamic) if (tt.dev == Device::cpu)
+        // episodes in parallel, except the simulator's on the GPU (one stream, shared scratch); the oracles are host code
+#pragma omp parallel for schedule(dynamic) if (tt.dev == Device::cpu || method != "tint")
         for (int job = 0; job < 2 * n; job++) {
             Episode e = eps[job / 2];
             if (job % 2) {  // the content-free prompt, then the label token
