@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <map>
 
@@ -137,7 +138,16 @@ TEST_CASE("kill -9 during saves: the checkpoint on disk is always a complete old
         std::vector<float> x((size_t)n, (float)g);
         icl::safetensors_save(p, {icl::StEntry("w", {n}, x.data())}, {{"gen", std::to_string(g)}});
     };
-    save_gen(0);
+    // The kill delays scale with this machine's save time (a slow disk's fsync or a sanitizer build can make one save
+    // take tens of ms, where fixed 2-42 ms delays would kill nearly every child before its first save): trial i waits
+    // (i + 0.5)/24 · 6 · t_save, ±25% at random, so about 5 in 6 kills come after the child replaced the file once.
+    double t_save = 1e9;
+    for (int k = 0; k < 3; k++) {
+        const double t0 = icl::now_seconds();
+        save_gen(0);
+        t_save = std::min(t_save, icl::now_seconds() - t0);
+    }
+    MESSAGE("one 2 MB save takes " << t_save * 1e3 << " ms here");
     icl::Rng rng(20261125);
     int interrupted_after_a_save = 0;
     for (int trial = 0; trial < 24; trial++) {
@@ -146,7 +156,8 @@ TEST_CASE("kill -9 during saves: the checkpoint on disk is always a complete old
         if (child == 0) {
             for (int g = 1;; g++) save_gen(trial * 100000 + g);
         }
-        usleep((useconds_t)(2000 + rng.below(40000)));  // 2-42 ms: before, during or between saves
+        const double delay = 6 * t_save * (trial + 0.5) / 24 * (0.75 + 0.5 * rng.uniform());  // before, during or between saves
+        usleep((useconds_t)(1e6 * delay));
         kill(child, SIGKILL);
         int st;
         waitpid(child, &st, 0);
@@ -179,7 +190,20 @@ TEST_CASE("kill -9 during a run's log writes: log.csv is always its header and w
     auto row = [](int s) { return std::map<std::string, double>{{"step", s}, {"a", 2.0 * s}, {"b", 3.0 * s}}; };
     std::vector<std::map<std::string, double>> earlier;
     for (int s = 1; s <= kept; s++) earlier.push_back(row(s));
-    { icl::CsvLog log(p, {"step", "a", "b"}, earlier); }
+    // the kill delays scale with the time a child needs to rewrite the log and append its first row here (fsync-bound:
+    // a slow disk or a sanitizer build stretches it): trial i waits (i + 0.5)/20 · 6 · t_first, ±25% at random
+    double t_first = 1e9;
+    for (int k = 0; k < 3; k++) {
+        const double t0 = icl::now_seconds();
+        icl::CsvLog log(p, {"step", "a", "b"}, earlier);
+        log.row(row(kept + 1));
+        log.flush();
+        t_first = std::min(t_first, icl::now_seconds() - t0);
+    }
+    MESSAGE("rewriting the 5000-row log and appending one row takes " << t_first * 1e3 << " ms here");
+    { icl::CsvLog log(p, {"step", "a", "b"}, earlier); }  // back to the 5000 earlier rows
+    const std::string base = slurp(p);
+    REQUIRE(std::count(base.begin(), base.end(), '\n') == 2 + kept);
     icl::Rng rng(20261126);
     int appended = 0;
     for (int trial = 0; trial < 20; trial++) {
@@ -192,7 +216,7 @@ TEST_CASE("kill -9 during a run's log writes: log.csv is always its header and w
                 log.flush();
             }
         }
-        usleep((useconds_t)(rng.below(30000)));
+        usleep((useconds_t)(1e6 * 6 * t_first * (trial + 0.5) / 20 * (0.75 + 0.5 * rng.uniform())));
         kill(child, SIGKILL);
         int st;
         waitpid(child, &st, 0);
