@@ -132,8 +132,8 @@ void hsplit_dim_forward(float* out, const float* in, const float* W, const uint8
 void tint_add_position(float* Y, const float* P, const uint8_t* lam, const int* pos, int B, int K, int T, int D, int H, int Taux);
 void tint_attention_forward(float* O, float* a, const float* Q, const float* Kx, const float* Vx, const uint8_t* train, const uint8_t* icl,
                             int B, int K, int T, int D, int H, int mask, bool softmax, float scale, bool transpose);  // mask: TintMask
-void tint_gate_forward(float* X, const float* e, const float* a_old, const float* a_new, float b_old, float b_new, const int* pos, int B,
-                       int K, int T, int D, int Taux);
+void tint_gate_forward(float* X, const float* e, const float* a_old, const float* a_new, float b_old, float b_new, int gw, const int* pos,
+                       int B, int K, int T, int D, int Taux);
 void copy_block(float* dst, int64_t dbs, int64_t dld, const float* src, int64_t sbs, int64_t sld, int B, int rows, int cols);
 void fill_block(float* dst, int64_t dbs, int64_t dld, int B, int rows, int cols, float v);
 void tint_loss_gradient(float* grad, const float* logits, const float* E, const int* ids, const uint8_t* m, int T, int d, int V);

@@ -135,15 +135,16 @@ __global__ void tint_attend_kernel(float* O, const float* a, const float* Vx, co
     }
 }
 
-__global__ void gate_kernel(float* X, const float* e, const float* a_old, const float* a_new, float b_old, float b_new, const int* pos, int B,
-                            int K, int T, int D, int Taux) {
+__global__ void gate_kernel(float* X, const float* e, const float* a_old, const float* a_new, float b_old, float b_new, int gw, const int* pos,
+                            int B, int K, int T, int D, int Taux) {
     const int N = K + T;
     const int64_t total = (int64_t)B * N * D;
     for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < total; x += (int64_t)gridDim.x * blockDim.x) {
         const int64_t bn = x / D;
         const int b = (int)(bn / N), i = (int)(bn % N);
         const int p = row_position(pos + (size_t)b * T, K, Taux, i);
-        X[x] = tanhf(a_old[p] + b_old) * X[x] + tanhf(a_new[p] + b_new) * e[x];
+        const int64_t g = gw == 1 ? p : (int64_t)p * D + x % D;  // one gate per position, or per (position, coordinate)
+        X[x] = tanhf(a_old[g] + b_old) * X[x] + tanhf(a_new[g] + b_new) * e[x];
     }
 }
 
@@ -225,9 +226,9 @@ void tint_attention_forward(float* O, float* a, const float* Q, const float* Kx,
     tint_attend_kernel<<<grid_for((int64_t)B * (K + T) * D), 256>>>(O, a, Vx, train, B, K, T, D, H, mask, transpose);
     launchCheck("tint_attend_kernel");
 }
-void tint_gate_forward(float* X, const float* e, const float* a_old, const float* a_new, float b_old, float b_new, const int* pos, int B, int K,
-                       int T, int D, int Taux) {
-    gate_kernel<<<grid_for((int64_t)B * (K + T) * D), 256>>>(X, e, a_old, a_new, b_old, b_new, pos, B, K, T, D, Taux);
+void tint_gate_forward(float* X, const float* e, const float* a_old, const float* a_new, float b_old, float b_new, int gw, const int* pos, int B,
+                       int K, int T, int D, int Taux) {
+    gate_kernel<<<grid_for((int64_t)B * (K + T) * D), 256>>>(X, e, a_old, a_new, b_old, b_new, gw, pos, B, K, T, D, Taux);
     launchCheck("gate_kernel");
 }
 void copy_block(float* dst, int64_t dbs, int64_t dld, const float* src, int64_t sbs, int64_t sld, int B, int rows, int cols) {

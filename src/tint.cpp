@@ -49,6 +49,7 @@ const FlagUsers kFlagUsers = {
     {"--S", {"check", "params", "lm", "fewshot", "eps", "bench"}}, {"--H-sim", {"check", "params", "lm", "fewshot", "eps", "bench"}},
     {"--eps", {"check", "params", "lm", "fewshot", "eps", "bench"}},
     {"--gate-scale", {"check", "params", "lm", "fewshot", "eps", "bench"}},
+    {"--ln-gamma", {"check", "params", "lm", "fewshot", "bench"}},
     {"--eta", {"check", "bench"}}, {"--k", {"check", "params", "bench"}}, {"--s", {"check", "bench"}},
     {"--budgets", {"lm", "fewshot"}}, {"--etas", {"lm", "fewshot"}}, {"--fracs", {"lm"}}, {"--windows", {"lm"}},
     {"--dev-windows", {"lm"}}, {"--demos", {"fewshot"}}, {"--labels", {"fewshot"}}, {"--episodes", {"fewshot"}}, {"--dev-episodes", {"fewshot"}},
@@ -85,6 +86,8 @@ void register_flags(Cli& cli) {
     cli.flag("--eps", "1e-3", "TinT: finite-difference step ε = 1/N of the LayerNorm / activation backward");
     cli.flag("--eta", "1e-2", "check/bench: inner SGD learning rate (on the summed loss)");
     cli.flag("--gate-scale", "10", "TinT: tanh gate sharpness (fp64 checks use 20)");
+    cli.flag_switch("--ln-gamma", "TinT: also descend the LayerNorm gains γ (exact diagonal update, per-coordinate gates); "
+                                  "default β only, as the paper (dyn evaluation then trains γ too)");
     cli.flag("--k", "1", "check/bench: simulated (updated) top layers");
     cli.flag("--s", "1", "check/bench: inner steps");
     cli.flag("--budgets", "4:1,2:2,1:4", "lm/fewshot: k:s budgets (equal cost when k·s is constant)");

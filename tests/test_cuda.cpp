@@ -1059,12 +1059,13 @@ TEST_CASE("cuda kernels: TinT ops (H-split split-wise and dimension-wise, positi
                                                   mask, softmax, 0.8f, transpose);
                 check_close("tint attention", ref, down(gO, ref.size()));
             }
-    {
+    for (int gw : {1, D}) {  // one gate per position, or per (position, coordinate)
+        CAPTURE(gw);
         Vec X = rnd((size_t)rows * D, r);
-        const Vec e = rnd((size_t)rows * D, r), ao = rnd(Taux + K, r, -3, 3), an = rnd(Taux + K, r, -3, 3);
+        const Vec e = rnd((size_t)rows * D, r), ao = rnd((size_t)(Taux + K) * gw, r, -3, 3), an = rnd((size_t)(Taux + K) * gw, r, -3, 3);
         auto gX = up(X), ge = up(e), gao = up(ao), gan = up(an);
-        icl::tint_gate_forward(X.data(), e.data(), ao.data(), an.data(), 0.5, -0.25, pos.data(), B, K, T, D, Taux);
-        op::tint_gate_forward<float>(GPU, gX.ptr, ge.ptr, gao.ptr, gan.ptr, 0.5f, -0.25f, gpos.ptr, B, K, T, D, Taux);
+        icl::tint_gate_forward(X.data(), e.data(), ao.data(), an.data(), 0.5, -0.25, gw, pos.data(), B, K, T, D, Taux);
+        op::tint_gate_forward<float>(GPU, gX.ptr, ge.ptr, gao.ptr, gan.ptr, 0.5f, -0.25f, gw, gpos.ptr, B, K, T, D, Taux);
         check_close("tint gate", X, down(gX, X.size()));
     }
     {
@@ -1460,31 +1461,35 @@ TEST_CASE("cuda models: TinT (the fp32 simulator on the GPU vs the fp64 simulato
     for (int b = 0; b < in.B; b++)
         for (int i = 0; i < in.T; i++)
             for (int j = 0; j <= i; j++) in.icl[((size_t)b * in.T + i) * in.T + j] = b == 0 || (i / 6 == j / 6);
-    const TintOutput<double> ref = Tint<double>(c, Device::cpu).run(aux64, in, 2, 1);
-    const TintOutput<float> cpu = Tint<float>(c, Device::cpu).run(aux32, in, 2, 1);
-    // the simulator on the GPU, driven once by a CPU auxiliary model and once by a GPU one: the same result
-    const TintOutput<float> gpu = Tint<float>(c, GPU).run(aux32, in, 2, 1);
-    const TintOutput<float> gpu2 = Tint<float>(c, GPU).run(aux_gpu, in, 2, 1);
-    CHECK(gpu.logits1 == gpu2.logits1);
-    CHECK(gpu.params == gpu2.params);
-    // fp32 error on the GPU no larger than a small multiple of the CPU fp32 simulator's own (the finite differences
-    // of the LayerNorm / activation backward amplify rounding by ~1/ε, so fp32 has a visible error on both devices)
-    auto relerr = [](const auto& a, const std::vector<double>& b) {
-        double n = 0, z = 0;
-        for (size_t i = 0; i < b.size(); i++) { n += ((double)a[i] - b[i]) * ((double)a[i] - b[i]); z += b[i] * b[i]; }
-        return std::sqrt(n / std::max(z, 1e-300));
-    };
-    struct Row { const char* what; double cpu, gpu; };
-    const Row rows[] = {{"logits0", relerr(cpu.logits0, ref.logits0), relerr(gpu.logits0, ref.logits0)},
-                        {"logits1", relerr(cpu.logits1, ref.logits1), relerr(gpu.logits1, ref.logits1)},
-                        {"weights seq 0", relerr(cpu.params[0], ref.params[0]), relerr(gpu.params[0], ref.params[0])},
-                        {"weights seq 1", relerr(cpu.params[1], ref.params[1]), relerr(gpu.params[1], ref.params[1])}};
-    for (const Row& rw : rows) {
-        INFO(std::string(rw.what) << ": CPU fp32 rel. err " << rw.cpu << ", GPU fp32 " << rw.gpu);
-        CHECK(rw.gpu <= std::max(4 * rw.cpu, 1e-6));
+    for (bool lg : {false, true}) {  // β-only LayerNorm descent (the paper), then with the γ descent (per-coordinate gates)
+        CAPTURE(lg);
+        c.ln_gamma = lg;
+        const TintOutput<double> ref = Tint<double>(c, Device::cpu).run(aux64, in, 2, 1);
+        const TintOutput<float> cpu = Tint<float>(c, Device::cpu).run(aux32, in, 2, 1);
+        // the simulator on the GPU, driven once by a CPU auxiliary model and once by a GPU one: the same result
+        const TintOutput<float> gpu = Tint<float>(c, GPU).run(aux32, in, 2, 1);
+        const TintOutput<float> gpu2 = Tint<float>(c, GPU).run(aux_gpu, in, 2, 1);
+        CHECK(gpu.logits1 == gpu2.logits1);
+        CHECK(gpu.params == gpu2.params);
+        // fp32 error on the GPU no larger than a small multiple of the CPU fp32 simulator's own (the finite differences
+        // of the LayerNorm / activation backward amplify rounding by ~1/ε, so fp32 has a visible error on both devices)
+        auto relerr = [](const auto& a, const std::vector<double>& b) {
+            double n = 0, z = 0;
+            for (size_t i = 0; i < b.size(); i++) { n += ((double)a[i] - b[i]) * ((double)a[i] - b[i]); z += b[i] * b[i]; }
+            return std::sqrt(n / std::max(z, 1e-300));
+        };
+        struct Row { const char* what; double cpu, gpu; };
+        const Row rows[] = {{"logits0", relerr(cpu.logits0, ref.logits0), relerr(gpu.logits0, ref.logits0)},
+                            {"logits1", relerr(cpu.logits1, ref.logits1), relerr(gpu.logits1, ref.logits1)},
+                            {"weights seq 0", relerr(cpu.params[0], ref.params[0]), relerr(gpu.params[0], ref.params[0])},
+                            {"weights seq 1", relerr(cpu.params[1], ref.params[1]), relerr(gpu.params[1], ref.params[1])}};
+        for (const Row& rw : rows) {
+            INFO(std::string(rw.what) << ": CPU fp32 rel. err " << rw.cpu << ", GPU fp32 " << rw.gpu);
+            CHECK(rw.gpu <= std::max(4 * rw.cpu, 1e-6));
+        }
+        CHECK(gpu.fwd_blocks == ref.fwd_blocks);
+        CHECK(gpu.bwd_blocks == ref.bwd_blocks);
     }
-    CHECK(gpu.fwd_blocks == ref.fwd_blocks);
-    CHECK(gpu.bwd_blocks == ref.bwd_blocks);
 }
 
 TEST_CASE("cuda binaries: gradcheck --devices cpu,cuda passes on the GPT and the CGT" * GPU_CASE) {

@@ -223,7 +223,12 @@ TEST_CASE("TinT position, gate and block ops (layers/tint_ops.h): as defined, B 
     std::vector<double> Yp = Y;
     tint_add_position(Yp.data(), P.data(), lam.data(), pos.data(), B, K, T, D, H, Taux);
     std::vector<double> G = Y;
-    tint_gate_forward(G.data(), e.data(), ao.data(), an.data(), 0.3, -0.2, pos.data(), B, K, T, D, Taux);
+    tint_gate_forward(G.data(), e.data(), ao.data(), an.data(), 0.3, -0.2, 1, pos.data(), B, K, T, D, Taux);
+    // one gate per (position, coordinate): tables (Ts, D)
+    std::vector<double> aoD((size_t)Ts * D), anD((size_t)Ts * D), GD = Y;
+    fill_normal(aoD.data(), aoD.size(), r);
+    fill_normal(anD.data(), anD.size(), r);
+    tint_gate_forward(GD.data(), e.data(), aoD.data(), anD.data(), 0.3, -0.2, D, pos.data(), B, K, T, D, Taux);
     for (int b = 0; b < B; b++)
         for (int i = 0; i < N; i++) {
             const int p = i < K ? Taux + i : pos[(size_t)b * T + i - K];  // the one-hot position of the row
@@ -232,6 +237,8 @@ TEST_CASE("TinT position, gate and block ops (layers/tint_ops.h): as defined, B 
                 const double add = lam[j / k] ? P[(size_t)(j % k) * Ts + p] : 0.0;
                 CHECK(Yp[x] == Y[x] + add);
                 CHECK(G[x] == doctest::Approx(std::tanh(ao[p] + 0.3) * Y[x] + std::tanh(an[p] - 0.2) * e[x]).epsilon(1e-15));
+                const size_t g = (size_t)p * D + j;
+                CHECK(GD[x] == doctest::Approx(std::tanh(aoD[g] + 0.3) * Y[x] + std::tanh(anD[g] - 0.2) * e[x]).epsilon(1e-15));
             }
         }
     // copy_block / fill_block: a (2 × 3 × 4) block out of a strided source, the rest untouched
@@ -481,6 +488,33 @@ TEST_CASE("LayerNorm forward (§10.7) and backward (§10.8): γ⊙f(x)+β, memor
         for (int t = 0; t < q.T; t++) if (q.train[t]) s += X1[(size_t)(K + t) * D + i];
         CHECK(b2[i] == doctest::Approx(beta[i] - q.c.eta * s).epsilon(1e-12));
     }
+    // TintConfig::ln_gamma: also γ_i −= η Σ_train ∂y_i·x̂_i (x̂ in block S−1), on the diagonal only; β as above. The
+    // per-coordinate gate must keep every off-diagonal zero exactly zero (tanh(0) = 0), and the β-only module
+    // (ln_gamma off) must be what ln_descent returns by default.
+    Bench q2(6, 4, 11, 48);
+    q2.train = {1, 0, 1, 1, 0, 1};  // training tokens not a prefix of the sequence
+    q2.c.ln_gamma = true;
+    q2.set_prefix(P);
+    std::vector<double> X2 = q2.X;
+    q2.run(tint::ln_descent<double>(q2.c));
+    std::vector<double> W3((size_t)d * d), b3(d);
+    tint::decode_linear(q2.c, q2.prefix(), W3.data(), d, b3.data());
+    int off_nonzero = 0;
+    for (int i = 0; i < d; i++) {
+        double sg = 0, sb = 0;
+        for (int t = 0; t < q2.T; t++)
+            if (q2.train[t]) {
+                const double* row = X2.data() + (size_t)(K + t) * D;
+                sb += row[i];
+                sg += row[i] * row[(size_t)(S - 1) * d + i];
+            }
+        CHECK(W3[(size_t)i * d + i] == doctest::Approx(gamma[i] - q2.c.eta * sg).epsilon(1e-12));
+        CHECK(W3[(size_t)i * d + i] != gamma[i]);
+        CHECK(b3[i] == doctest::Approx(beta[i] - q2.c.eta * sb).epsilon(1e-12));
+        for (int j = 0; j < d; j++) off_nonzero += j != i && W3[(size_t)i * d + j] != 0.0;
+    }
+    CHECK(off_nonzero == 0);
+    CHECK(tint::ln_descent<double>(q.c).layers[0].gate.width == 1);  // default: the paper's β-only module
 }
 
 TEST_CASE("activation (§10.9): forward σ(x); backward = FD formula; ReLU exact on aligned coordinates; GELU |err| <= 0.4·ε·g²") {
@@ -758,6 +792,69 @@ TEST_CASE("end to end (§10.15): TinT(k, s) = oracle A, logits and decoded weigh
                 }
             }
         }
+}
+
+TEST_CASE("end to end with the γ descent (TintConfig::ln_gamma): TinT(k, s) = oracle A with γ trained, fp64 <= 1e-9") {
+    struct KS { int k, s; };
+    for (const char* act : {"relu", "gelu"})
+        for (KS ks : {KS{1, 1}, KS{2, 2}}) {
+            CAPTURE(act);
+            CAPTURE(ks.k);
+            CAPTURE(ks.s);
+            GPTConfig g = aux_cfg(act);
+            GPT<double> aux(g, Device::cpu, 1);
+            randomize(aux, 23, 0.3);
+            TintConfig c = tint_cfg(g, 0.05);
+            c.ln_gamma = true;
+            TintInput in = random_input(2, 12, g.V, 8, 24);
+            TintOutput<double> o = Tint<double>(c).run(aux, in, ks.k, ks.s);
+            std::vector<double> p0 = host(aux);
+            for (int b = 0; b < 2; b++) {
+                OracleOutput<double> A = oracle_a(aux, c, in, b, ks.k, ks.s);
+                std::vector<double> l1(o.logits1.begin() + (size_t)b * 12 * g.V, o.logits1.begin() + (size_t)(b + 1) * 12 * g.V);
+                CHECK(rel(l1, A.logits1) <= 1e-9);
+                CHECK(rel(o.params[b], A.params) <= 1e-9);
+                // the gains moved in the simulated layers and ln_f, and only there
+                for (int l = 0; l < g.L; l++) {
+                    const std::string h = "h." + std::to_string(l) + ".";
+                    for (const char* n : {"ln1.w", "ln2.w"}) {
+                        const bool moved = tensor(aux, p0, h + n) != tensor(aux, o.params[b], h + n);
+                        CHECK(moved == (l >= g.L - ks.k));
+                    }
+                }
+                CHECK(tensor(aux, p0, "lnf.w") != tensor(aux, o.params[b], "lnf.w"));
+            }
+            // without ln_gamma the same run differs (the γ update is not a no-op) and leaves γ alone
+            TintConfig cb = c;
+            cb.ln_gamma = false;
+            TintOutput<double> ob = Tint<double>(cb).run(aux, in, ks.k, ks.s);
+            CHECK(rel(ob.logits1, o.logits1) > 1e-6);
+            CHECK(tensor(aux, p0, "lnf.w") == tensor(aux, ob.params[0], "lnf.w"));
+        }
+    // the γ step against exact SGD on the trainable set with the gains (oracle B, gamma): γ2 and γ_f within the
+    // finite-difference error, as the other weights of §10.16; γ1, like β1, misses the ∂q, ∂k paths
+    GPTConfig g = aux_cfg("gelu");
+    GPT<double> aux(g, Device::cpu, 1);
+    randomize(aux, 23, 0.3);
+    TintInput in = random_input(1, 12, g.V, 8, 24);
+    const std::vector<double> p0 = host(aux);
+    const double eta = 1e-2, eps = 1e-3;
+    OracleOutput<double> B = oracle_b(aux, tint_batch(in, 0), eta, 1, 1, false, true);
+    TintConfig c = tint_cfg(g, eta, eps);
+    c.ln_gamma = true;
+    TintOutput<double> o = Tint<double>(c).run(aux, in, 1, 1);
+    auto grad_err = [&](const char* n) {
+        std::vector<double> a = tensor(aux, p0, n), t1 = tensor(aux, o.params[0], n), b1 = tensor(aux, B.params, n);
+        std::vector<double> gt(a.size()), gb(a.size());
+        for (size_t i = 0; i < a.size(); i++) { gt[i] = (a[i] - t1[i]) / eta; gb[i] = (a[i] - b1[i]) / eta; }
+        return rel(gt, gb);
+    };
+    MESSAGE("γ gradient error vs exact SGD at ε = 1e-3: ln2.w " << grad_err("h.1.ln2.w") << ", lnf.w " << grad_err("lnf.w") << ", ln1.w "
+                                                               << grad_err("h.1.ln1.w"));
+    CHECK(grad_err("h.1.ln2.w") <= 2 * eps);
+    CHECK(grad_err("lnf.w") <= 2 * eps);
+    CHECK(grad_err("h.1.ln1.w") > 1e-3);
+    CHECK(tensor(aux, p0, "h.0.ln2.w") == tensor(aux, B.params, "h.0.ln2.w"));  // oracle B: layer 0 untouched at k = 1
 }
 
 TEST_CASE("k=1 top-layer update vs exact SGD (§10.16): error ~ FD error, linear in ε; β1 is the attention approximation's") {

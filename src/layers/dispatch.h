@@ -441,11 +441,11 @@ void tint_attention_forward(Device dev, real* O, real* a, const real* Q, const r
     icl::tint_attention_forward(O, a, Q, Kx, Vx, train, icl, B, K, T, D, H, mask, softmax, scale, transpose);
 }
 template <typename real>
-void tint_gate_forward(Device dev, real* X, const real* e, const real* a_old, const real* a_new, real b_old, real b_new, const int* pos, int B,
-                       int K, int T, int D, int Taux) {
+void tint_gate_forward(Device dev, real* X, const real* e, const real* a_old, const real* a_new, real b_old, real b_new, int gw, const int* pos,
+                       int B, int K, int T, int D, int Taux) {
     OpTimer timer_("tint gate", dev);
-    ON_GPU(tint_gate_forward(X, e, a_old, a_new, b_old, b_new, pos, B, K, T, D, Taux));
-    icl::tint_gate_forward(X, e, a_old, a_new, b_old, b_new, pos, B, K, T, D, Taux);
+    ON_GPU(tint_gate_forward(X, e, a_old, a_new, b_old, b_new, gw, pos, B, K, T, D, Taux));
+    icl::tint_gate_forward(X, e, a_old, a_new, b_old, b_new, gw, pos, B, K, T, D, Taux);
 }
 template <typename real>
 void copy_block(Device dev, real* dst, int64_t dbs, int64_t dld, const real* src, int64_t sbs, int64_t sld, int B, int rows, int cols) {

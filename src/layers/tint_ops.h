@@ -9,7 +9,8 @@
 //   tint_attention_forward TinT attention (spec §2.1) on given q, k, v: a = <q,k> (linear) or softmax(scale·<q,k>) over
 //                          the mask's columns; O = Σ_j a[i][j] v_j, or with `transpose` Σ_{j ≥ i} a[j][i] v_j kept only
 //                          where token j trains or j = i (the backward's a_{j,t}, spec §4.3)
-//   tint_gate_forward      X = tanh(a_old[p] + b_old)·X + tanh(a_new[p] + b_new)·e   (spec §2.3)
+//   tint_gate_forward      X = tanh(a_old[p] + b_old)·X + tanh(a_new[p] + b_new)·e   (spec §2.3); with gw = D the tables
+//                          hold one gate per (position, coordinate) (the exact γ descent, docs/tint.md)
 //   copy_block, fill_block strided 2-D blocks of B batches (dst[b·bs + r·ld + c]): the simulator's routing of
 //                          coordinate blocks between its state, prefixes and stored memory
 //   tint_loss_gradient     grad_t = (Eᵀ softmax(logits_t) − E[ids_{t+1}])·m_t   (spec §4.4), rows independent
@@ -177,19 +178,26 @@ void tint_attention_forward(real* O, real* a, const real* Q, const real* Kx, con
     }
 }
 
-// X (B,N,D) = tanh(a_old[p] + b_old)·X + tanh(a_new[p] + b_new)·e, p = the row's one-hot position (a_old, a_new (Taux+K)).
+// X (B,N,D) = tanh(a_old[p] + b_old)·X + tanh(a_new[p] + b_new)·e, p = the row's one-hot position. The tables are
+// (Taux+K, gw): gw = 1, one gate per position; gw = D, one per (position, coordinate): a[p·D + j].
 template <typename real>
-void tint_gate_forward(real* X, const real* e, const real* a_old, const real* a_new, real b_old, real b_new, const int* pos, int B, int K,
-                       int T, int D, int Taux) {
+void tint_gate_forward(real* X, const real* e, const real* a_old, const real* a_new, real b_old, real b_new, int gw, const int* pos, int B,
+                       int K, int T, int D, int Taux) {
     const int N = K + T;
 #pragma omp parallel for schedule(static) if (par::use_threads((double)B * N * D))
     for (int bn = 0; bn < B * N; bn++) {
         const int b = bn / N, i = bn % N;
         const int p = tint_detail::row_position(pos + (size_t)b * T, K, Taux, i);
-        const real co = std::tanh(a_old[p] + b_old), cn = std::tanh(a_new[p] + b_new);
         real* x = X + (size_t)bn * D;
         const real* en = e + (size_t)bn * D;
-        for (int j = 0; j < D; j++) x[j] = co * x[j] + cn * en[j];
+        if (gw == 1) {
+            const real co = std::tanh(a_old[p] + b_old), cn = std::tanh(a_new[p] + b_new);
+            for (int j = 0; j < D; j++) x[j] = co * x[j] + cn * en[j];
+        } else {
+            const real* ao = a_old + (size_t)p * D;
+            const real* an = a_new + (size_t)p * D;
+            for (int j = 0; j < D; j++) x[j] = std::tanh(ao[j] + b_old) * x[j] + std::tanh(an[j] + b_new) * en[j];
+        }
     }
 }
 
@@ -219,25 +227,28 @@ void fill_block(real* dst, int64_t dbs, int64_t dld, int B, int rows, int cols, 
 // grad (T,d) set; logits (T,V); E (V,d); ids (T); m (T). The softmax in double.
 template <typename real>
 void tint_loss_gradient(real* grad, const real* logits, const real* E, const int* ids, const uint8_t* m, int T, int d, int V) {
-#pragma omp parallel for schedule(static) if (par::use_threads((double)T * V * d))
-    for (int t = 0; t < T; t++) {
-        real* g = grad + (size_t)t * d;
-        std::fill(g, g + d, real(0));
-        if (!m[t]) continue;
-        ICL_ASSERT(t + 1 < T);
-        const real* z = logits + (size_t)t * V;
-        std::vector<double> p(V);
-        double mx = z[0], sum = 0;
-        for (int v = 1; v < V; v++) mx = std::max(mx, (double)z[v]);
-        for (int v = 0; v < V; v++) sum += p[v] = std::exp((double)z[v] - mx);
-        // ∂(−log softmax(E h)[y])/∂h = Eᵀ softmax(E h) − E[y]
-        for (int v = 0; v < V; v++) {
-            const real pv = (real)(p[v] / sum);
-            const real* e = E + (size_t)v * d;
-            for (int j = 0; j < d; j++) g[j] += pv * e[j];
+#pragma omp parallel if (par::use_threads((double)T * V * d))
+    {
+        std::vector<double> p(V);  // one row's exp(z − max), once per thread
+#pragma omp for schedule(static)
+        for (int t = 0; t < T; t++) {
+            real* g = grad + (size_t)t * d;
+            std::fill(g, g + d, real(0));
+            if (!m[t]) continue;
+            ICL_ASSERT(t + 1 < T);
+            const real* z = logits + (size_t)t * V;
+            double mx = z[0], sum = 0;
+            for (int v = 1; v < V; v++) mx = std::max(mx, (double)z[v]);
+            for (int v = 0; v < V; v++) sum += p[v] = std::exp((double)z[v] - mx);
+            // ∂(−log softmax(E h)[y])/∂h = Eᵀ softmax(E h) − E[y]
+            for (int v = 0; v < V; v++) {
+                const real pv = (real)(p[v] / sum);
+                const real* e = E + (size_t)v * d;
+                for (int j = 0; j < d; j++) g[j] += pv * e[j];
+            }
+            const real* ey = E + (size_t)ids[t + 1] * d;
+            for (int j = 0; j < d; j++) g[j] -= ey[j];
         }
-        const real* ey = E + (size_t)ids[t + 1] * d;
-        for (int j = 0; j < d; j++) g[j] -= ey[j];
     }
 }
 

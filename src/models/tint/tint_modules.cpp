@@ -179,8 +179,9 @@ Module<real> linear_backward(const TintConfig& c) {
 // Linear Descent (spec §3.3): prefix rows += −η Σ_{t∈train} g_t x_tᵀ (x from block S), prefix 0's bias slot
 // += −η·bias_scale Σ_train g_t. Prefix queries attend to the training data tokens; prefix-residual gate.
 template <typename real>
-Module<real> linear_descent(const TintConfig& c, bool bias_only, double bias_scale) {
+Module<real> linear_descent(const TintConfig& c, bool bias_only, double bias_scale, int x_block) {
     const int d = c.d, S = c.S, K = c.K(), D = c.D(), H = c.H_lin(), a = d / K, ws = S * a, T = c.T;
+    const int xb = x_block < 0 ? S : x_block;  // the block the input x is read from
     TLayer<real> l;
     l.kind = LayerKind::attention;
     TAttn<real>& A = l.attn;
@@ -194,12 +195,38 @@ Module<real> linear_descent(const TintConfig& c, bool bias_only, double bias_sca
     auto v = HSplit<real>::dim(D, H);
     if (!bias_only)
         for (int s = 0; s < S; s++)
-            for (int cc = 0; cc < a; cc++) v.set_all(s * a + cc, S * a + cc, -c.eta);  // −η x^(c), x in block S
+            for (int cc = 0; cc < a; cc++) v.set_all(s * a + cc, xb * a + cc, -c.eta);  // −η x^(c), x in block xb (S)
     for (int cc = 0; cc < a; cc++) v.set_all(ws + cc, cc, -c.eta * bias_scale);       // −η g^(c)
     A.v = Chain<real>::of({v});
     A.o = Chain<real>::identity();  // head h's output lands on chunk h of the prefix row: its own weights
     l.gate = make_gate<real>(c, GateKind::prefix_residual);
     return one_layer<real>(bias_only ? "LayerNorm Descent (β only)" : "Linear Descent", std::move(l));
+}
+
+// LayerNorm Descent (spec §4.1, Def E.2): β ← β − η Σ_train ∂y; with c.ln_gamma also the gain, γ ← γ − η Σ_train ∂y⊙x̂.
+// The paper and the official code update β only (a Linear Descent would fill the zeros off diag(γ) with −η Σ ∂y x̂ᵀ,
+// "very noisy" in the code's words). The exact diagonal update: Linear Descent with x̂ (block S−1 of the LN memory)
+// as its input, and a gate with one entry per (position, coordinate) that lets the update through only at each
+// prefix row's diagonal entry (row i = jS+s sits in prefix j, block s: coordinate s·d + i) and at the bias block S.
+template <typename real>
+Module<real> ln_descent(const TintConfig& c) {
+    if (!c.ln_gamma) return linear_descent<real>(c, true, 1.0);
+    const int d = c.d, S = c.S, K = c.K(), D = c.D(), T = c.T, Ts = c.T_sim();
+    const real gs = (real)c.gate_scale;
+    Module<real> m = linear_descent<real>(c, false, 1.0, S - 1);
+    Gate<real>& g = m.layers[0].gate;  // the prefix-residual gate, spread over the coordinates
+    g.width = D;
+    g.a_old.assign((size_t)Ts * D, real(0));
+    g.a_new.assign((size_t)Ts * D, real(0));  // data rows: tanh(0 + b_new)·e_new, as the per-position gate
+    for (int j = 0; j < K; j++) {
+        real* ao = g.a_old.data() + (size_t)(T + j) * D;
+        real* an = g.a_new.data() + (size_t)(T + j) * D;
+        for (int x = 0; x < D; x++) { ao[x] = gs; an[x] = -gs; }  // keep the prefix, drop the update (tanh(−gs + gs) = 0) ...
+        for (int s = 0; s < S; s++) an[s * d + j * S + s] = 0;    // ... except on the diagonal γ_{jS+s}
+        for (int x = S * d; x < D; x++) an[x] = 0;                // ... and on β (block S)
+    }
+    m.name = "LayerNorm Descent (γ diagonal and β)";
+    return m;
 }
 
 // LayerNorm Forward (spec §4.1): group-norm x̂ = f(x) (x kept in block S), then Linear Forward with diag(γ), β,
@@ -357,7 +384,8 @@ void decode_linear(const TintConfig& c, const real* prefix, real* W, int ldw, re
 #define ICL_TINT_INSTANTIATE(real)                                                                                       \
     template Module<real> linear_forward<real>(const TintConfig&, const std::vector<std::pair<int, int>>&);             \
     template Module<real> linear_backward<real>(const TintConfig&);                                                     \
-    template Module<real> linear_descent<real>(const TintConfig&, bool, double);                                        \
+    template Module<real> linear_descent<real>(const TintConfig&, bool, double, int);                                   \
+    template Module<real> ln_descent<real>(const TintConfig&);                                                          \
     template Module<real> ln_forward<real>(const TintConfig&);                                                          \
     template Module<real> ln_backward<real>(const TintConfig&);                                                         \
     template Module<real> act_forward<real>(const TintConfig&);                                                         \

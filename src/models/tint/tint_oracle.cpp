@@ -197,12 +197,18 @@ void approx_gradient(std::vector<real>& g, Params<real>& P, Params<real>& G, con
     // loss gradient at the output, then ln_f: β_f descent and the FD backward
     std::vector<real> gh((size_t)T * d);
     tint_loss_gradient(gh.data(), tr.logits.data(), P("wte"), s.ids.data(), s.m.data(), T, d, V);
-    {
-        std::vector<real> gm = train_rows(gh, s.train, d);
-        real* db = G("lnf.b");
+    // the LayerNorm descent: β −= η Σ_train ∂y; with c.ln_gamma also γ −= η Σ_train ∂y⊙x̂ (docs/tint.md)
+    auto ln_descent = [&](const std::string& w, const std::string& b, const std::vector<real>& dy, const std::vector<real>& xh) {
+        std::vector<real> dm = train_rows(dy, s.train, d);
+        real* db = G(b);
+        real* dg = G(w);
         for (int t = 0; t < T; t++)
-            for (int j = 0; j < d; j++) db[j] += gm[(size_t)t * d + j];
-    }
+            for (int j = 0; j < d; j++) {
+                db[j] += dm[(size_t)t * d + j];
+                if (c.ln_gamma) dg[j] += dm[(size_t)t * d + j] * xh[(size_t)t * d + j];
+            }
+    };
+    ln_descent("lnf.w", "lnf.b", gh, tr.xhf);
     std::vector<real> dx = ln_fd(tr.xL, tr.xhf, P("lnf.w"), gh, T, d, c.eps);
     for (int l = L - 1; l >= L - k; l--) {
         const std::string h = "h." + std::to_string(l) + ".";
@@ -213,10 +219,8 @@ void approx_gradient(std::vector<real>& g, Params<real>& P, Params<real>& G, con
         linear_bwd(da, G(h + "mlp.proj.w"), G(h + "mlp.proj.b"), gout, Ly.a, P(h + "mlp.proj.w"), s.train, T, 4 * d, d);
         std::vector<real> dz = act_fd(Ly.z, Ly.a, da, c.act, c.eps);
         linear_bwd(du2, G(h + "mlp.fc.w"), G(h + "mlp.fc.b"), dz, Ly.u2, P(h + "mlp.fc.w"), s.train, T, d, 4 * d);
-        // u2 = γ2⊙f(res2) + β2: β2 descent (γ2 frozen) and the FD backward
-        std::vector<real> du2m = train_rows(du2, s.train, d);
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < d; j++) G(h + "ln2.b")[j] += du2m[(size_t)t * d + j];
+        // u2 = γ2⊙f(res2) + β2: β2 descent (γ2 frozen unless c.ln_gamma) and the FD backward
+        ln_descent(h + "ln2.w", h + "ln2.b", du2, Ly.xh2);
         std::vector<real> g2 = ln_fd(Ly.res2, Ly.xh2, P(h + "ln2.w"), du2, T, d, c.eps);
         for (size_t i = 0; i < g2.size(); i++) g2[i] += gout[i];
         // res2 = x + o·W_Oᵀ + b_O
@@ -239,9 +243,7 @@ void approx_gradient(std::vector<real>& g, Params<real>& P, Params<real>& G, con
         std::vector<real> du1;
         linear_bwd(du1, G(h + "attn.qkv.w") + (size_t)2 * d * d, G(h + "attn.qkv.b") + 2 * d, dv, Ly.u1, P(h + "attn.qkv.w") + (size_t)2 * d * d,
                    s.train, T, d, d);
-        std::vector<real> du1m = train_rows(du1, s.train, d);
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < d; j++) G(h + "ln1.b")[j] += du1m[(size_t)t * d + j];
+        ln_descent(h + "ln1.w", h + "ln1.b", du1, Ly.xh1);
         std::vector<real> g1 = ln_fd(Ly.x, Ly.xh1, P(h + "ln1.w"), du1, T, d, c.eps);
         for (size_t i = 0; i < g1.size(); i++) g1[i] += g2[i];
         dx = g1;
@@ -255,18 +257,20 @@ std::vector<real> host_params(const GPT<real>& aux) {
 
 }  // namespace
 
-std::vector<std::pair<size_t, size_t>> tint_trainable(const TensorTable& t, const GPTConfig& g, int k) {
+std::vector<std::pair<size_t, size_t>> tint_trainable(const TensorTable& t, const GPTConfig& g, int k, bool gamma) {
     std::vector<std::pair<size_t, size_t>> r;
     const size_t d = g.C;
     auto whole = [&](const std::string& n) { r.push_back({t.offset(n), t.offset(n) + (size_t)t.spec(n).numel()}); };
     for (int l = g.L - k; l < g.L; l++) {
         const std::string h = "h." + std::to_string(l) + ".";
         whole(h + "ln1.b");
+        if (gamma) { whole(h + "ln1.w"); whole(h + "ln2.w"); }
         r.push_back({t.offset(h + "attn.qkv.w") + 2 * d * d, t.offset(h + "attn.qkv.w") + 3 * d * d});
         r.push_back({t.offset(h + "attn.qkv.b") + 2 * d, t.offset(h + "attn.qkv.b") + 3 * d});
         for (const char* n : {"attn.proj.w", "attn.proj.b", "ln2.b", "mlp.fc.w", "mlp.fc.b", "mlp.proj.w", "mlp.proj.b"}) whole(h + n);
     }
     whole("lnf.b");
+    if (gamma) whole("lnf.w");
     return r;
 }
 
@@ -325,7 +329,7 @@ template <typename real>
 void tint_random_aux(GPT<real>& m, uint64_t seed, double std) { m.s.randomize_params(seed, std); }
 
 template <typename real>
-OracleOutput<real> oracle_b(GPT<real>& aux, const Batch& batch, double eta, int k, int s, bool all) {
+OracleOutput<real> oracle_b(GPT<real>& aux, const Batch& batch, double eta, int k, int s, bool all, bool gamma) {
     OracleOutput<real> out;
     const std::vector<real> orig = host_params(aux);
     std::vector<real> p = orig;
@@ -334,7 +338,7 @@ OracleOutput<real> oracle_b(GPT<real>& aux, const Batch& batch, double eta, int 
     if (wsum <= 0) fail("oracle B: the batch has no scored position");
     std::vector<std::pair<size_t, size_t>> ranges;
     if (all) ranges.push_back({0, p.size()});
-    else ranges = tint_trainable(aux.s.ptable, aux.cfg, k);
+    else ranges = tint_trainable(aux.s.ptable, aux.cfg, k, gamma);
     aux.forward(batch);
     out.logits0 = aux.outputs();
     for (int step = 0; step < s; step++) {
@@ -355,7 +359,7 @@ OracleOutput<real> oracle_b(GPT<real>& aux, const Batch& batch, double eta, int 
 #define ICL_ORACLE_INSTANTIATE(real)                                                                                   \
     template OracleOutput<real> oracle_a(const GPT<real>&, const TintConfig&, const TintInput&, int, int, int);       \
     template std::vector<real> oracle_a_gradient(const GPT<real>&, const TintConfig&, const TintInput&, int, int);    \
-    template OracleOutput<real> oracle_b(GPT<real>&, const Batch&, double, int, int, bool);                          \
+    template OracleOutput<real> oracle_b(GPT<real>&, const Batch&, double, int, int, bool, bool);                    \
     template void tint_random_aux(GPT<real>&, uint64_t, double);
 ICL_ORACLE_INSTANTIATE(float)
 ICL_ORACLE_INSTANTIATE(double)

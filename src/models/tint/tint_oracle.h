@@ -3,9 +3,9 @@
 //   oracle A  "TinT-equivalent SGD": the auxiliary model's forward, written out plainly (with the ICL mask and
 //             positions TinT takes), and a hand-written backward with exactly TinT's approximations — finite-
 //             difference LayerNorm and activation backward with the same ε, the value-only attention backward
-//             with its mask rule, W_Q, W_K, b_Q, b_K, every γ, the embeddings and the layers below L−k frozen,
-//             weight gradients summed over the training tokens — then s plain SGD steps. TinT must equal it to
-//             rounding (fp64 <= 1e-9).
+//             with its mask rule, W_Q, W_K, b_Q, b_K, every γ (unless TintConfig::ln_gamma), the embeddings and
+//             the layers below L−k frozen, weight gradients summed over the training tokens — then s plain SGD
+//             steps. TinT must equal it to rounding (fp64 <= 1e-9).
 //   oracle B  exact SGD: the engine's own GPT forward/backward (validated by gradcheck), on the summed masked
 //             cross-entropy, restricted to TinT's trainable set or on all parameters. This is dynamic evaluation
 //             (Krause et al. 2019), the paper's baseline.
@@ -37,8 +37,9 @@ template <typename real>
 std::vector<real> oracle_a_gradient(const GPT<real>& aux, const TintConfig& c, const TintInput& in, int b, int k);
 
 // TinT's trainable set for the top k layers (spec §11.6): per layer l >= L−k ln1.b, the value rows of attn.qkv
-// (W_V, b_V), attn.proj.{w,b}, ln2.b, mlp.{fc,proj}.{w,b}; plus lnf.b. As [begin, end) element ranges.
-std::vector<std::pair<size_t, size_t>> tint_trainable(const TensorTable& ptable, const GPTConfig& g, int k);
+// (W_V, b_V), attn.proj.{w,b}, ln2.b, mlp.{fc,proj}.{w,b}; plus lnf.b; with gamma (TintConfig::ln_gamma) also
+// ln1.w, ln2.w and lnf.w. As [begin, end) element ranges.
+std::vector<std::pair<size_t, size_t>> tint_trainable(const TensorTable& ptable, const GPTConfig& g, int k, bool gamma = false);
 
 // Sequence b of a TinT input as a GPT batch of one: targets ids[t+1], loss weights m_t (train[t+1]·label[t+1]);
 // no targets at all when every m_t is 0 (a forward-only batch).
@@ -50,9 +51,9 @@ template <typename real>
 void tint_random_aux(GPT<real>& m, uint64_t seed, double std);
 
 // Oracle B: s steps of exact SGD with learning rate eta on the summed masked CE of `batch` (all its sequences
-// share one update), on TinT's trainable set for k layers (all = false) or on every parameter. The model's
-// parameters are restored afterwards.
+// share one update), on TinT's trainable set for k layers (all = false; gamma: with the LayerNorm gains) or on every
+// parameter. The model's parameters are restored afterwards.
 template <typename real>
-OracleOutput<real> oracle_b(GPT<real>& aux, const Batch& batch, double eta, int k, int s, bool all);
+OracleOutput<real> oracle_b(GPT<real>& aux, const Batch& batch, double eta, int k, int s, bool all, bool gamma = false);
 
 }  // namespace icl

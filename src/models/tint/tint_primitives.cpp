@@ -259,6 +259,7 @@ void compile(Module<real>& m, Device dev) {
             L.a_new = Staging<real>::put(st.reals, l.gate.a_new);
             L.b_old = l.gate.b_old;
             L.b_new = l.gate.b_new;
+            L.gate_w = l.gate.width;
         }
         cm->layers.push_back(std::move(L));
     }
@@ -372,7 +373,8 @@ struct Runner {
             op::residual_forward(dev, e, e, w.sk.ptr, (int64_t)elems());
         }
         if (l.gate == GateKind::none) device_copy(dev, X, e, elems() * sizeof(real), Copy::device_to_device);
-        else op::tint_gate_forward(dev, X, e, R + l.a_old, R + l.a_new, (real)l.b_old, (real)l.b_new, w.pos.ptr, w.B, w.K, w.T, w.D, w.Taux);
+        else op::tint_gate_forward(dev, X, e, R + l.a_old, R + l.a_new, (real)l.b_old, (real)l.b_new, l.gate_w, w.pos.ptr, w.B, w.K, w.T, w.D,
+                                       w.Taux);
     }
 };
 

@@ -276,7 +276,7 @@ Tint<real>::Tint(const TintConfig& c, Device d) : cfg(c), dev(d) {
     // decoded b2 takes exactly one SGD step (the official code steps every quarter by η: 4× on b2, docs/tint.md)
     lin_desc_fc2 = tint::linear_descent<real>(cfg, false, 1.0 / cfg.ffn_chunks());
     lin_desc_fc2.name = "Linear Descent (fc2: bias step η/4 per chunk)";
-    ln_desc = tint::linear_descent<real>(cfg, true, 1.0);
+    ln_desc = tint::ln_descent<real>(cfg);
     // the simulator's parameters onto its device, once: runs on many threads then share these const modules
     for (auto* m : {&lin_fwd, &lin_fwd_mem, &ln_fwd, &act_fwd, &attn_fwd, &lin_bwd, &ln_bwd, &act_bwd, &attn_bwd, &lin_desc, &lin_desc_fc2, &ln_desc})
         tint::compile(*m, dev);

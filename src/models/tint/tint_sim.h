@@ -49,6 +49,7 @@ struct TintConfig {
     double eps = 1e-3;          // finite-difference step ε = 1/N of the LayerNorm and activation backward
     double eta = 1e-2;          // inner SGD learning rate, on the SUMMED loss (spec §11.7)
     double gate_scale = 10;     // sharpness of the tanh gates (tanh(10) = 1 − 4e-9; the fp64 tests use 20)
+    bool ln_gamma = false;      // also descend the LayerNorm gains γ (exact diagonal update); the paper: β only
 
     int K() const { return d / S; }                 // prefix tokens
     int D() const { return d * (S + 1); }           // simulator width
@@ -124,11 +125,13 @@ struct TAttn {
 };
 
 enum class GateKind { none, replace_data, prefix_residual };
-// out = tanh(a_old[p] + b_old)·e_in + tanh(a_new[p] + b_new)·e_new  (p = the token's one-hot position)
+// out = tanh(a_old[p] + b_old)·e_in + tanh(a_new[p] + b_new)·e_new  (p = the token's one-hot position); with width D
+// the tables hold one gate per (position, coordinate): the γ descent keeps only the diagonal of each prefix's rows.
 template <typename real>
 struct Gate {
     GateKind kind = GateKind::none;
-    std::vector<real> a_old, a_new;   // (T_sim)
+    int width = 1;                    // 1 or D
+    std::vector<real> a_old, a_new;   // (T_sim, width)
     double b_old = 0, b_new = 0;
     int64_t params() const { return kind == GateKind::none ? 0 : (int64_t)(a_old.size() + a_new.size() + 2); }
 };
@@ -182,6 +185,7 @@ struct Compiled {
         GateKind gate = GateKind::none;
         size_t a_old = 0, a_new = 0;
         double b_old = 0, b_new = 0;
+        int gate_w = 1;
     };
     Device dev = Device::cpu;
     std::vector<Layer> layers;
@@ -229,7 +233,10 @@ void module_forward(const Module<real>& m, real* X, const Seq& s, const TintConf
 template <typename real> Module<real> linear_forward(const TintConfig& c, const std::vector<std::pair<int, int>>& keep);
 template <typename real> Module<real> linear_backward(const TintConfig& c);
 // W −= η Σ_train g xᵀ (x read from block S), b −= η·bias_scale Σ_train g; bias_only: the LayerNorm β descent.
-template <typename real> Module<real> linear_descent(const TintConfig& c, bool bias_only, double bias_scale);
+// x_block: the block x is read from (default S; the LayerNorm γ descent reads x̂ from S−1).
+template <typename real> Module<real> linear_descent(const TintConfig& c, bool bias_only, double bias_scale, int x_block = -1);
+// β only (the paper), or with c.ln_gamma also the exact diagonal γ update (a per-coordinate gate).
+template <typename real> Module<real> ln_descent(const TintConfig& c);
 template <typename real> Module<real> ln_forward(const TintConfig& c);
 template <typename real> Module<real> ln_backward(const TintConfig& c);
 template <typename real> Module<real> act_forward(const TintConfig& c);

@@ -102,7 +102,7 @@ int cmd_lm(const Cli& cli) {
         }
         std::vector<float> l0, l1;
         for (int b = 0; b < in.B; b++) {
-            OracleOutput<float> B = oracle_b(aux, tint_batch(in, b), eta, k, s, method == "dyn-all");
+            OracleOutput<float> B = oracle_b(aux, tint_batch(in, b), eta, k, s, method == "dyn-all", c.ln_gamma);
             l0.insert(l0.end(), B.logits0.begin(), B.logits0.end());
             l1.insert(l1.end(), B.logits1.begin(), B.logits1.end());
         }
@@ -457,7 +457,7 @@ int cmd_fewshot(const Cli& cli) {
                 GPT<float> m(g, Device::cpu, 1);  // a private copy per thread
                 copy_params(m, aux);
                 Batch bt = single ? single_batch(in) : tint_batch(in, 0);
-                OracleOutput<float> B = oracle_b(m, bt, eta, b.k, b.s, method == "dyn-all");
+                OracleOutput<float> B = oracle_b(m, bt, eta, b.k, b.s, method == "dyn-all", c.ln_gamma);
                 // Single: the eval segment is the batch's last row
                 const size_t row = single ? ((size_t)(bt.B - 1) * bt.T + (r - (in.T - (int)e.eval.tokens.size()))) * V : (size_t)r * V;
                 a.s0[job] = scores(B.logits0.data() + row, e);
