@@ -48,9 +48,12 @@ def seeds(folder):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] in ("-h", "--help"):
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
         print(__doc__.strip())
-        return 0 if len(sys.argv) == 2 else 2
+        return 0
+    if len(sys.argv) != 3:
+        print("error: need two study folders, A and B (got %d arguments); see --help" % (len(sys.argv) - 1), file=sys.stderr)
+        return 2
     a, b = seeds(sys.argv[1]), seeds(sys.argv[2])
     common = sorted(set(a) & set(b))
     if not common:
@@ -59,6 +62,9 @@ def main():
     for s in sorted(set(a) ^ set(b)):
         print("note: %s is in only one of the folders, left out" % s, file=sys.stderr)
     arms = [k for k in a[common[0]] if all(k in a[s] and k in b[s] for s in common)]
+    if not arms:
+        print("error: no arm is present in every seed of both folders", file=sys.stderr)
+        return 1
     print("%d seeds (%s); A = %s, B = %s; mean ± 95%% interval (Student t), differences paired by seed, in points\n"
           % (len(common), ", ".join(common), sys.argv[1], sys.argv[2]))
     print("| arm | A: accuracy | B: accuracy | B − A | A: calibrated | B: calibrated | B − A (calibrated) |")
