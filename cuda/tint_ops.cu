@@ -68,6 +68,8 @@ __global__ void add_position_kernel(float* Y, const float* P, const uint8_t* lam
 __device__ inline bool allowed(int m, const uint8_t* train, const uint8_t* icl, int K, int T, int i, int j) {
     if (m == 0) return i >= K && j < K;                                   // data_to_prefix
     if (m == 1) return i < K && j >= K && train[j - K];                   // prefix_to_train
+    if (m == 3) return i >= K && j == i && train[i - K];                  // loss_self (train = the loss weight m)
+    if (m == 4) return i >= K && j == i + 1 && j < K + T && train[i - K];  // loss_next
     return i >= K && j >= K && j <= i && (!icl || icl[(size_t)(i - K) * T + (j - K)]);  // causal_data
 }
 __device__ inline void column_range(int m, int K, int N, int i, int& j0, int& j1) {
@@ -75,6 +77,8 @@ __device__ inline void column_range(int m, int K, int N, int i, int& j0, int& j1
     if (m == 0 && i >= K) { j0 = 0; j1 = K; }
     if (m == 1 && i < K) { j0 = K; j1 = N; }
     if (m == 2 && i >= K) { j0 = K; j1 = i + 1; }
+    if (m == 3 && i >= K) { j0 = i; j1 = i + 1; }
+    if (m == 4 && i >= K) { j0 = min(i + 1, N); j1 = min(i + 2, N); }
 }
 
 // one thread per (b, h, i): row i of head h's a, as the CPU loop

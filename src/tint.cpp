@@ -50,6 +50,7 @@ const FlagUsers kFlagUsers = {
     {"--eps", {"check", "params", "lm", "fewshot", "eps", "bench"}},
     {"--gate-scale", {"check", "params", "lm", "fewshot", "eps", "bench"}},
     {"--ln-gamma", {"check", "params", "lm", "fewshot", "bench"}},
+    {"--loss-layers", {"check", "params", "lm", "fewshot", "bench"}},
     {"--eta", {"check", "bench"}}, {"--k", {"check", "params", "bench"}}, {"--s", {"check", "bench"}},
     {"--budgets", {"lm", "fewshot"}}, {"--etas", {"lm", "fewshot"}}, {"--fracs", {"lm"}}, {"--windows", {"lm"}},
     {"--dev-windows", {"lm"}}, {"--demos", {"fewshot"}}, {"--labels", {"fewshot"}}, {"--episodes", {"fewshot"}}, {"--dev-episodes", {"fewshot"}},
@@ -88,6 +89,9 @@ void register_flags(Cli& cli) {
     cli.flag("--gate-scale", "10", "TinT: tanh gate sharpness (fp64 checks use 20)");
     cli.flag_switch("--ln-gamma", "TinT: also descend the LayerNorm gains γ (exact diagonal update, per-coordinate gates); "
                                   "default β only, as the paper (dyn evaluation then trains γ too)");
+    cli.flag_switch("--loss-layers", "TinT: compute the loss gradient with App. G's loss head — TinT layers (a softmax feed-forward layer over "
+                                     "the vocabulary, a self and a shift-by-one attention head) — instead of the direct module of the official "
+                                     "code; the same gradient (docs/tint.md)");
     cli.flag("--k", "1", "check/bench: simulated (updated) top layers");
     cli.flag("--s", "1", "check/bench: inner steps");
     cli.flag("--budgets", "4:1,2:2,1:4", "lm/fewshot: k:s budgets (equal cost when k·s is constant)");

@@ -1044,7 +1044,7 @@ TEST_CASE("cuda kernels: TinT ops (H-split split-wise and dimension-wise, positi
         op::tint_add_position<float>(GPU, gY.ptr, gP.ptr, glam.ptr, gpos.ptr, B, K, T, D, Hd, Taux);
         check_close("tint position", Y, down(gY, Y.size()));
     }
-    for (TintMask mask : {TintMask::data_to_prefix, TintMask::prefix_to_train, TintMask::causal_data})
+    for (TintMask mask : {TintMask::data_to_prefix, TintMask::prefix_to_train, TintMask::causal_data, TintMask::loss_self, TintMask::loss_next})
         for (bool softmax : {false, true})
             for (bool transpose : {false, true}) {
                 if (transpose && mask != TintMask::causal_data) continue;
@@ -1461,9 +1461,13 @@ TEST_CASE("cuda models: TinT (the fp32 simulator on the GPU vs the fp64 simulato
     for (int b = 0; b < in.B; b++)
         for (int i = 0; i < in.T; i++)
             for (int j = 0; j <= i; j++) in.icl[((size_t)b * in.T + i) * in.T + j] = b == 0 || (i / 6 == j / 6);
-    for (bool lg : {false, true}) {  // β-only LayerNorm descent (the paper), then with the γ descent (per-coordinate gates)
-        CAPTURE(lg);
+    // β-only LayerNorm descent (the paper), with the γ descent (per-coordinate gates), and with App. G's loss head as
+    // TinT layers (--loss-layers: the vocabulary softmax layer and the self / shift-by-one heads)
+    for (int variant : {0, 1, 2}) {
+        const bool lg = variant == 1;
+        CAPTURE(variant);
         c.ln_gamma = lg;
+        c.loss_layers = variant == 2;
         const TintOutput<double> ref = Tint<double>(c, Device::cpu).run(aux64, in, 2, 1);
         const TintOutput<float> cpu = Tint<float>(c, Device::cpu).run(aux32, in, 2, 1);
         // the simulator on the GPU, driven once by a CPU auxiliary model and once by a GPU one: the same result

@@ -162,7 +162,7 @@ TEST_CASE("TinT attention op (layers/tint_ops.h, spec §2.1): every mask, linear
     for (int b = 0; b < B; b++)
         for (int i = 0; i < T; i++)
             for (int j = 0; j < T; j++) icl[((size_t)b * T + i) * T + j] = j == i || (j < i && r.below(3) != 0);
-    for (TintMask mask : {TintMask::data_to_prefix, TintMask::prefix_to_train, TintMask::causal_data})
+    for (TintMask mask : {TintMask::data_to_prefix, TintMask::prefix_to_train, TintMask::causal_data, TintMask::loss_self, TintMask::loss_next})
         for (bool softmax : {false, true})
             for (bool transpose : {false, true})
                 for (bool use_icl : {false, true}) {
@@ -179,6 +179,9 @@ TEST_CASE("TinT attention op (layers/tint_ops.h, spec §2.1): every mask, linear
                             const bool di = i >= K, dj = j >= K;
                             if (mask == TintMask::data_to_prefix) return di && !dj;
                             if (mask == TintMask::prefix_to_train) return !di && dj && train[(size_t)b * T + j - K] != 0;
+                            // the loss head's heads (train = the loss weight m_t of the reading row)
+                            if (mask == TintMask::loss_self) return di && j == i && train[(size_t)b * T + i - K] != 0;
+                            if (mask == TintMask::loss_next) return di && j == i + 1 && train[(size_t)b * T + i - K] != 0;
                             return di && dj && j <= i && (!use_icl || icl[((size_t)b * T + i - K) * T + j - K] != 0);
                         };
                         for (int h = 0; h < H; h++) {
@@ -672,6 +675,57 @@ TEST_CASE("loss gradient (§10.12): (Eᵀ softmax(E h) − E[x_{t+1}])·m_t = FD
     check_gradient("h", loss, h.data(), h.size(), g.data(), 1e-8);
 }
 
+TEST_CASE("loss head (App. G, tint::loss_head): TinT layers give the loss gradient op's m_t (Eᵀ softmax(E h_t) − e_{x_{t+1}})") {
+    // The state of the head: data rows [h_t | e_{x_t} | random junk in the other blocks], prefix rows random too (the
+    // masks must keep both out); B = 2 sequences, m_t with zeros inside, 0 at each last row. Compared with the direct
+    // op on the same h: fp64 to rounding (the two sum Eᵀp in different orders: measured 1e-17 … 5.2e-17 relative;
+    // the bound 1e-15 leaves ~20×), rows with m_t = 0 and prefix rows exactly 0.
+    for (int V : {20, 37})
+        for (uint64_t seed : {5u, 6u}) {
+            CAPTURE(V); CAPTURE(seed);
+            GPTConfig g = aux_cfg("relu", 2, 24, V, 16);
+            TintConfig c = tint_cfg(g);
+            const int B = 2, T = 9, K = c.K(), N = K + T, D = c.D(), d = c.d;
+            Rng r(seed);
+            std::vector<double> E((size_t)V * d), X((size_t)B * N * D), h((size_t)B * T * d);
+            fill_normal(E.data(), E.size(), r);
+            fill_normal(X.data(), X.size(), r);
+            std::vector<int> ids((size_t)B * T), pos((size_t)B * T);
+            std::vector<uint8_t> m((size_t)B * T);
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < T; t++) {
+                    ids[(size_t)b * T + t] = (int)r.below(V);
+                    pos[(size_t)b * T + t] = (t + 3 * b) % c.T;
+                    m[(size_t)b * T + t] = t + 1 < T && r.below(3) != 0;
+                    double* row = X.data() + ((size_t)b * N + K + t) * D;
+                    std::copy(E.begin() + (size_t)ids[(size_t)b * T + t] * d, E.begin() + (size_t)(ids[(size_t)b * T + t] + 1) * d, row + d);  // e_{x_t}
+                    std::copy(row, row + d, h.begin() + ((size_t)b * T + t) * d);  // h_t = block 0
+                }
+            std::vector<double> lg((size_t)B * T * V, 0.0), want((size_t)B * T * d);
+            for (size_t n = 0; n < (size_t)B * T; n++)
+                for (int v = 0; v < V; v++)
+                    for (int j = 0; j < d; j++) lg[n * V + v] += E[(size_t)v * d + j] * h[n * d + j];
+            tint_loss_gradient(want.data(), lg.data(), E.data(), ids.data(), m.data(), B * T, d, V);
+            tint::Module<double> head = tint::loss_head<double>(c, E.data());
+            tint::compile(head, Device::cpu);
+            tint::Work<double> w(Device::cpu, c, B, T, pos.data(), m.data(), nullptr);
+            tint::module_forward(head, X.data(), w);
+            std::vector<double> got((size_t)B * T * d);
+            bool zeros_exact = true;
+            for (int b = 0; b < B; b++)
+                for (int i = 0; i < N; i++)
+                    for (int j = 0; j < D; j++) {
+                        const double x = X[((size_t)b * N + i) * D + j];
+                        if (i >= K && j < d) got[((size_t)b * T + i - K) * d + j] = x;
+                        else zeros_exact &= x == 0;                                  // every other block and the prefix rows
+                        if (i >= K && j < d && !m[(size_t)b * T + i - K]) zeros_exact &= x == 0;  // m_t = 0: no gradient
+                    }
+            CHECK(zeros_exact);
+            MESSAGE("loss head vs the op, V " << V << ": rel. err " << rel(got, want));
+            CHECK(rel(got, want) <= 1e-15);
+        }
+}
+
 TEST_CASE("FFN split (§10.13): Σ_k [W2^(k) σ(W1^(k) x + b1^(k)) + b2/4] = the full FFN; prefixes decode back exactly") {
     const int d = 24;
     TintConfig c = tint_cfg(aux_cfg("relu", 2, d));
@@ -791,6 +845,51 @@ TEST_CASE("end to end (§10.15): TinT(k, s) = oracle A, logits and decoded weigh
                     CHECK(rel(o32.params[0], A64.params) <= 1e-4);
                 }
             }
+        }
+}
+
+TEST_CASE("end to end with App. G's loss head (TintConfig::loss_layers): the same run as the direct loss module, = oracle A") {
+    // fp64: the loss head sums Eᵀp in another order than the op; after s steps the runs differ by ≤ 2.9e-17 relative
+    // (measured; the bound 1e-15 leaves ~30×). B = 2 with a label mask so that m_t has holes.
+    struct KS { int k, s; };
+    for (const char* act : {"relu", "gelu"})
+        for (KS ks : {KS{1, 1}, KS{2, 2}}) {
+            CAPTURE(act); CAPTURE(ks.k); CAPTURE(ks.s);
+            GPTConfig g = aux_cfg(act);
+            GPT<double> aux(g, Device::cpu, 1);
+            randomize(aux, 31, 0.3);
+            TintConfig c = tint_cfg(g, 0.05);
+            TintInput in = random_input(2, 12, g.V, 8, 32);
+            for (int t = 0; t < 2 * 12; t++) in.label.push_back(t % 3 != 1);
+            TintOutput<double> direct = Tint<double>(c).run(aux, in, ks.k, ks.s);
+            c.loss_layers = true;
+            TintOutput<double> layers = Tint<double>(c).run(aux, in, ks.k, ks.s);
+            MESSAGE("loss layers vs direct: logits1 " << rel(layers.logits1, direct.logits1) << ", weights " << rel(layers.params[0], direct.params[0]));
+            CHECK(rel(layers.logits1, direct.logits1) <= 1e-15);
+            CHECK(rel(layers.params[0], direct.params[0]) <= 1e-15);
+            CHECK(rel(layers.params[1], direct.params[1]) <= 1e-15);
+            CHECK(layers.logits0 == direct.logits0);  // the head acts only on the update
+            for (int b = 0; b < 2; b++) {
+                OracleOutput<double> A = oracle_a(aux, c, in, b, ks.k, ks.s);
+                CHECK(rel(layers.params[b], A.params) <= 1e-9);
+            }
+            CHECK(rel(layers.logits1, layers.logits0) > 1e-2);  // the update is not negligible
+            // fp32 (gate_scale 10, as the binaries): the head's softmax is the fp32 cross-entropy op's where the direct
+            // op computes it in double, a ~1e-7 relative difference of the gradient; times η = 2e-3 it is ~1e-10 of the
+            // weights, below fp32's resolution: measured bit-identical here. Bound: a few fp32 ulps (1e-6).
+            GPT<float> a32(g, Device::cpu, 1);
+            const std::vector<double> p0 = host(aux);
+            const std::vector<float> p32(p0.begin(), p0.end());
+            a32.s.upload(a32.s.params, 0, p32.data(), p32.size());
+            TintConfig c32 = c;
+            c32.gate_scale = 10;
+            c32.eta = 2e-3;
+            const TintOutput<float> l32 = Tint<float>(c32).run(a32, in, ks.k, ks.s);
+            c32.loss_layers = false;
+            const TintOutput<float> d32 = Tint<float>(c32).run(a32, in, ks.k, ks.s);
+            MESSAGE("fp32 loss layers vs direct: logits1 " << rel(l32.logits1, d32.logits1) << ", weights " << rel(l32.params[0], d32.params[0]));
+            CHECK(rel(l32.logits1, d32.logits1) <= 1e-6);
+            CHECK(rel(l32.params[0], d32.params[0]) <= 1e-6);
         }
 }
 

@@ -36,6 +36,9 @@ enum class TintMask : int {
     data_to_prefix = 0,   // data rows read prefix columns (Linear Forward / Backward)
     prefix_to_train = 1,  // prefix rows read the training data columns, bidirectionally (Linear Descent)
     causal_data = 2,      // data rows read earlier data columns (and the ICL mask); never prefixes (softmax modules)
+    // the loss head of App. G, where `train` is the loss weight m_t (1 = the loss at t counts):
+    loss_self = 3,        // data row t reads itself, if m_t
+    loss_next = 4,        // data row t reads row t+1, if m_t (the shift-by-one head)
 };
 
 namespace tint_detail {
@@ -47,6 +50,8 @@ inline bool allowed(TintMask m, const uint8_t* train, const uint8_t* icl, int K,
         case TintMask::data_to_prefix: return i >= K && j < K;
         case TintMask::prefix_to_train: return i < K && j >= K && train[j - K];
         case TintMask::causal_data: return i >= K && j >= K && j <= i && (!icl || icl[(size_t)(i - K) * T + (j - K)]);
+        case TintMask::loss_self: return i >= K && j == i && train[i - K];
+        case TintMask::loss_next: return i >= K && j == i + 1 && j < K + T && train[i - K];
     }
     return false;
 }
@@ -56,6 +61,8 @@ inline void column_range(TintMask m, int K, int N, int i, int& j0, int& j1) {
     if (m == TintMask::data_to_prefix && i >= K) { j0 = 0; j1 = K; }
     if (m == TintMask::prefix_to_train && i < K) { j0 = K; j1 = N; }
     if (m == TintMask::causal_data && i >= K) { j0 = K; j1 = i + 1; }
+    if (m == TintMask::loss_self && i >= K) { j0 = i; j1 = i + 1; }
+    if (m == TintMask::loss_next && i >= K) { j0 = std::min(i + 1, N); j1 = std::min(i + 2, N); }
 }
 }  // namespace tint_detail
 

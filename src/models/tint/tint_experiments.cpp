@@ -71,6 +71,7 @@ TintConfig tint_config(const Cli& cli, const GPTConfig& g) {
     c.eta = cli.get_double("--eta", 0, 1e6);
     c.gate_scale = cli.get_double("--gate-scale", 1e-3, 1e3);
     c.ln_gamma = cli.has_flag("--ln-gamma") && cli.get_bool("--ln-gamma");
+    c.loss_layers = cli.has_flag("--loss-layers") && cli.get_bool("--loss-layers");
     c.validate();
     return c;
 }
@@ -175,9 +176,9 @@ int cmd_check(const Cli& cli) {
     auto& [g, aux, aux32, c, in] = su;  // the auxiliary model (fp64, fp32), the TinT config, the sequence
     const int T = in.T;
     std::string dir = subcommand_run_dir(cli, "tint", "check");
-    std::printf("tint check: auxiliary %s model L=%d d=%d heads=%d V=%d (%s), TinT K=%d D=%d H_lin=%d H_sim=%d, k=%d s=%d, eps=%g eta=%g\n",
+    std::printf("tint check: auxiliary %s model L=%d d=%d heads=%d V=%d (%s), TinT K=%d D=%d H_lin=%d H_sim=%d, k=%d s=%d, eps=%g eta=%g%s%s\n",
                 g.act.c_str(), g.L, g.C, g.NH, g.V, cli.has_value("--load") ? cli.get("--load").c_str() : "random", c.K(), c.D(), c.H_lin(),
-                c.H_sim, k, s, c.eps, c.eta);
+                c.H_sim, k, s, c.eps, c.eta, c.ln_gamma ? ", γ descent" : "", c.loss_layers ? ", loss head: App. G layers" : "");
     // fp64 (gate scale 20: exact gates) and fp32, each against oracle A of the same precision
     TintConfig c64 = c;
     c64.gate_scale = 20;
@@ -295,13 +296,23 @@ int cmd_params(const Cli& cli) {
         std::printf("  per module (one instance): ");
         for (auto* m : {&tt.lin_fwd, &tt.ln_fwd, &tt.attn_fwd, &tt.act_fwd, &tt.lin_bwd, &tt.ln_bwd, &tt.attn_bwd, &tt.act_bwd, &tt.lin_desc})
             std::printf("%s %lld; ", m->name.c_str(), (long long)m->params());
-        std::printf("\n\n");
-        return nlohmann::json{{"fwd", n.fwd}, {"bwd", n.bwd}, {"desc", n.desc}, {"total", n.total()}, {"fwd_nz", n.fwd_nz}, {"bwd_nz", n.bwd_nz},
+        std::printf("\n");
+        nlohmann::json out = {{"fwd", n.fwd}, {"bwd", n.bwd}, {"desc", n.desc}, {"total", n.total()}, {"fwd_nz", n.fwd_nz}, {"bwd_nz", n.bwd_nz},
                               {"desc_nz", n.desc_nz}, {"total_nz", n.total_nz()}};
+        if (cc.loss_layers) {  // App. G's loss head: E and Eᵀ (2·V·d) and the heads' position tables; not in the totals above
+            const std::vector<float> E((size_t)cc.V * cc.d, 1.0f);
+            const int64_t lh = tint::loss_head<float>(cc, E.data()).params();
+            std::printf("  loss head (App. G, --loss-layers; not in the totals above): %lld parameters, 2·V·d = %lld of them E and Eᵀ\n", (long long)lh,
+                        2LL * cc.V * cc.d);
+            out["loss_head"] = lh;
+        }
+        std::printf("\n");
+        return out;
     };
     j["this_model"] = show("this auxiliary model's simulator", c, g.L, k);
     TintConfig opt;
     opt.d = 768; opt.n_h = 12; opt.L = 12; opt.V = 50272; opt.T = 2048; opt.S = 3; opt.H_sim = 12;
+    opt.loss_layers = c.loss_layers;
     j["opt125m_constructed"] = show("our construction for OPT-125m (all 12 layers simulated)", opt, 12, 12);
     std::printf("The paper's Table 1 (billions; Forward / Backward / Descent / Total) beside the reconstructed formula of spec §6\n"
                 "(Q_split = D²/H + DH, Q = 4·Q_split + 3·T_sim·D/H, D = 4d, T_sim = T + d/4, T = 2048; per block F = 7Q + Q_split,\n"

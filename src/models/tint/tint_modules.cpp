@@ -357,6 +357,54 @@ Module<real> attn_backward(const TintConfig& c) {
     return one_layer<real>("Attention Backward (value path)", std::move(l));
 }
 
+// The loss head of App. G (spec §4.4: the paper's module; the official code and op::tint_loss_gradient compute the
+// same gradient directly). State: data rows [h_t | e_{x_t} | 0 …] (block 0 the output of ln_f, block 1 the token's
+// embedding — the paper copies it from the input layer through the residual stream; the simulator writes it here),
+// prefix rows 0; `train` = the loss weights m_t. Out: block 0 = m_t (Eᵀ softmax(E h_t) − e_{x_{t+1}}).
+//   1. the feed-forward layer with a softmax activation, hidden weights E and output weights Eᵀ:
+//      [h_t | e_{x_t}] -> [Eᵀ p_t | e_{x_t}],  p_t = softmax(E h_t) over the V vocabulary units
+//   2. the "self" head, linear attention of score <q_t, k_t> = 1 on the pair (t, t) where m_t = 1, 0 elsewhere;
+//      value Eᵀ p_t:  -> [m_t Eᵀ p_t | e_{x_t}]
+//   3. the "shift-by-one" head, score 1 on (t, t+1) where m_t = 1; value e_{x_{t+1}}, output −1 times it, plus the
+//      residual:  -> [m_t Eᵀ p_t − m_t e_{x_{t+1}} | 0]
+// The paper's two heads with their two masks and the linear layer combining them are layers 2 and 3 here (one
+// mask per TinT attention layer in this engine); the sum is the same. The scores are exact ones: q and k are the
+// same one-hot position term e_0 on every data row, so <q, k> = 1 and the mask picks the pair. No gates (the tanh
+// gates would scale the result by tanh(gate_scale) ≠ 1); prefix rows are read by no mask and end at 0.
+template <typename real>
+Module<real> loss_head(const TintConfig& c, const real* E) {
+    const int S = c.S, D = c.D(), H = S + 1, T = c.T;  // one head per d-block
+    Module<real> m;
+    m.name = "Loss head (App. G)";
+    {
+        TLayer<real> l;
+        l.kind = LayerKind::vocab_softmax;
+        l.V = c.V;
+        l.E.assign(E, E + (size_t)c.V * c.d);
+        l.skip = block_copy<real>(c, {{1, 1}});
+        m.layers.push_back(std::move(l));
+    }
+    auto head = [&](MaskKind mask, const std::vector<std::pair<int, int>>& value, double out_sign, const std::vector<std::pair<int, int>>& keep) {
+        TLayer<real> l;
+        l.kind = LayerKind::attention;
+        TAttn<real>& A = l.attn;
+        A.H = H;
+        A.mask = mask;
+        auto data_e0 = [&](std::vector<real>& P, int, int Ts) { for (int p = 0; p < T; p++) P[p] = 1; };  // row 0 of P
+        A.pq = make_pos<real>(c, H, 0, H, data_e0);
+        A.pk = make_pos<real>(c, H, 0, H, data_e0);
+        A.v = block_copy<real>(c, value);
+        auto o = HSplit<real>::dim(D, H);
+        o.set_all(0, 0, out_sign);
+        A.o = Chain<real>::of({o});
+        l.skip = block_copy<real>(c, keep);
+        return l;
+    };
+    m.layers.push_back(head(MaskKind::loss_self, {{0, 0}}, 1, {{1, 1}}));
+    m.layers.push_back(head(MaskKind::loss_next, {{1, 0}}, -1, {{0, 0}}));
+    return m;
+}
+
 // ------------------------------------------------------------------------------------------------------
 // prefixes
 
@@ -392,6 +440,7 @@ void decode_linear(const TintConfig& c, const real* prefix, real* W, int ldw, re
     template Module<real> act_backward<real>(const TintConfig&);                                                        \
     template Module<real> attn_forward<real>(const TintConfig&);                                                        \
     template Module<real> attn_backward<real>(const TintConfig&);                                                       \
+    template Module<real> loss_head<real>(const TintConfig&, const real*);                                              \
     template std::vector<real> encode_linear(const TintConfig&, const real*, int, const real*, double);                 \
     template void decode_linear(const TintConfig&, const real*, real*, int, real*);
 ICL_TINT_INSTANTIATE(float)

@@ -163,6 +163,11 @@ static int64_t size_of(const TLayer<real>& l, bool nz) {
         for (auto* pt : {&l.attn.pq, &l.attn.pk, &l.attn.pv}) n += size_of(*pt, nz);
     if (l.kind == LayerKind::mlp) n += size_of(l.fc, nz) + size_of(l.proj, nz);
     if (l.kind == LayerKind::linear) n += size_of(l.map, nz);
+    if (l.kind == LayerKind::vocab_softmax) {  // E and Eᵀ, the hidden and the output weights
+        int64_t e = 0;
+        for (real v : l.E) e += !nz || v != real(0);
+        n += 2 * e;
+    }
     return n;
 }
 template <typename real>
@@ -251,6 +256,16 @@ void compile(Module<real>& m, Device dev) {
         }
         if (l.kind == LayerKind::mlp) { L.fc = st.chain(l.fc); L.proj = st.chain(l.proj); }
         if (l.kind == LayerKind::linear) L.map = st.chain(l.map);
+        if (l.kind == LayerKind::vocab_softmax) {
+            const int V = l.V, d = (int)(l.E.size() / std::max(1, V));
+            ICL_ASSERT(V > 0 && l.E.size() == (size_t)V * d);
+            std::vector<real> Et(l.E.size());  // (d,V)
+            for (int v = 0; v < V; v++)
+                for (int j = 0; j < d; j++) Et[(size_t)j * V + v] = l.E[(size_t)v * d + j];
+            L.V = V;
+            L.E = Staging<real>::put(st.reals, l.E);
+            L.Et = Staging<real>::put(st.reals, Et);
+        }
         L.act = l.act;
         L.skip = st.chain(l.skip);
         L.gate = l.gate.kind;
@@ -292,10 +307,20 @@ Work<real>::Work(Device d_, const TintConfig& c, int B_, int T_, const int* pos_
 }
 
 template <typename real>
+void Work<real>::vocab(int V) {
+    const size_t rows = (size_t)B * N;
+    if (vlogits.n == rows * V) return;
+    vlogits = Buffer<real>(dev, rows * V);
+    vprobs = Buffer<real>(dev, rows * V);
+    vloss = Buffer<real>(dev, rows);
+    vnone = upload_vector(dev, std::vector<int>(rows, -1));
+}
+
+template <typename real>
 size_t Work<real>::bytes() const {
     size_t n = 0;
-    for (const Buffer<real>* b : {&Q, &Kx, &Vx, &O, &e, &u, &v, &sk, &ta, &tb, &att, &lnin, &lnout, &mean, &rstd}) n += b->bytes();
-    return n + pos.bytes() + train.bytes() + icl.bytes();
+    for (const Buffer<real>* b : {&Q, &Kx, &Vx, &O, &e, &u, &v, &sk, &ta, &tb, &att, &lnin, &lnout, &mean, &rstd, &vlogits, &vprobs, &vloss}) n += b->bytes();
+    return n + pos.bytes() + train.bytes() + icl.bytes() + vnone.bytes();
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -367,6 +392,17 @@ struct Runner {
                 op::copy_block(dev, e, 0, (int64_t)w.D, (const real*)w.lnout.ptr, 0, (int64_t)w.d, 1, (int)rows(), w.d);
                 break;
             case LayerKind::linear: chain(l.map, e, X); break;
+            case LayerKind::vocab_softmax:
+                // e[0,d) = Eᵀ softmax(E x[0,d)): App. G's feed-forward layer, its V hidden units the vocabulary, the
+                // softmax over them (the cross-entropy op's probabilities; its targets −1 ask for no loss)
+                w.vocab(l.V);
+                op::copy_block(dev, w.lnin.ptr, 0, (int64_t)w.d, (const real*)X, 0, (int64_t)w.D, 1, (int)rows(), w.d);
+                op::matmul_forward(dev, w.vlogits.ptr, (const real*)w.lnin.ptr, R + l.E, (const real*)nullptr, (int)rows(), w.d, l.V);
+                op::crossentropy_forward(dev, w.vloss.ptr, w.vprobs.ptr, (const real*)w.vlogits.ptr, (const int*)w.vnone.ptr, (int)rows(), l.V);
+                op::matmul_forward(dev, w.lnout.ptr, (const real*)w.vprobs.ptr, R + l.Et, (const real*)nullptr, (int)rows(), l.V, w.d);
+                device_zero(dev, e, elems() * sizeof(real));
+                op::copy_block(dev, e, 0, (int64_t)w.D, (const real*)w.lnout.ptr, 0, (int64_t)w.d, 1, (int)rows(), w.d);
+                break;
         }
         if (!l.skip.zero) {  // e += skip(X): the memory routing
             chain(l.skip, w.sk.ptr, X);

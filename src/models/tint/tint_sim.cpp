@@ -407,6 +407,33 @@ TintOutput<real> Tint<real>::run_batch(const GPT<real>& aux, const TintInput& in
     if (k == 0) r.signal(x_keep, r.X);
     r.lnf_forward(true);
     Buffer<real> logits(dev, (size_t)B * T * V), grad(dev, (size_t)B * T * d), hf(dev, (size_t)B * T * d);
+    // --loss-layers: App. G's loss head as TinT layers (tint::loss_head) on a state of its own, whose data rows hold
+    // [h_t | e_{x_t}] and whose `train` flags are the loss weights m_t; E is this auxiliary model's wte
+    tint::Module<real> lhead;
+    std::unique_ptr<tint::Work<real>> lwork;
+    Buffer<real> Yl, ex;
+    if (c.loss_layers) {
+        lhead = tint::loss_head<real>(c, host_param("wte"));
+        tint::compile(lhead, dev);
+        lwork = std::make_unique<tint::Work<real>>(dev, c, B, T, pos.data(), lmask.data(), nullptr);
+        Yl = Buffer<real>(dev, r.state());
+        ex = Buffer<real>(dev, (size_t)B * T * d);
+        Buffer<real> no_pos(dev, (size_t)c.T * d);  // e_{x_t} = wte[x_t]: the encoder with a zero position table
+        no_pos.zero();
+        op::encoder_forward(dev, ex.ptr, ids, (const int*)w.pos.ptr, wte, (const real*)no_pos.ptr, B, T, d, V, c.T);
+    }
+    auto loss_gradient = [&]() {  // grad (B,T,d) from logits / hf
+        if (!c.loss_layers) {  // the direct module, as the official code (spec §4.4)
+            op::tint_loss_gradient(dev, grad.ptr, logits.ptr, wte, ids, lmask_dev.ptr, B * T, d, V);
+            return;
+        }
+        Yl.zero();
+        const int64_t nd = (int64_t)r.N * D, td = (int64_t)T * d;
+        op::copy_block(dev, Yl.ptr + (size_t)K * D, nd, D, (const real*)hf.ptr, td, d, B, T, d);      // block 0 <- h_t
+        op::copy_block(dev, Yl.ptr + (size_t)K * D + d, nd, D, (const real*)ex.ptr, td, d, B, T, d);  // block 1 <- e_{x_t}
+        tint::module_forward(lhead, Yl.ptr, *lwork);
+        op::copy_block(dev, grad.ptr, td, d, (const real*)Yl.ptr + (size_t)K * D, nd, D, B, T, d);
+    };
     auto head = [&]() {  // logits = ln_f output · wteᵀ, one sequence at a time (its rows' bits independent of B)
         r.signal(hf, r.X);
         for (int b = 0; b < B; b++)
@@ -417,8 +444,8 @@ TintOutput<real> Tint<real>::run_batch(const GPT<real>& aux, const TintInput& in
     out.logits0.resize((size_t)B * T * V);
     device_copy(dev, out.logits0.data(), logits.ptr, logits.bytes(), Copy::device_to_host);
     for (int step = 0; step < s; step++) {
-        // the loss gradient at the output (a non-transformer module, as in the code; spec §4.4)
-        op::tint_loss_gradient(dev, grad.ptr, logits.ptr, wte, ids, lmask_dev.ptr, B * T, d, V);
+        // the loss gradient at the output: the direct module of the official code, or App. G's layers (spec §4.4)
+        loss_gradient();
         r.set_signal(r.X, grad);
         r.lnf_backward();
         for (int l = L - 1; l >= L - k; l--) r.backward_block(l);

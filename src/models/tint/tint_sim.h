@@ -50,6 +50,7 @@ struct TintConfig {
     double eta = 1e-2;          // inner SGD learning rate, on the SUMMED loss (spec §11.7)
     double gate_scale = 10;     // sharpness of the tanh gates (tanh(10) = 1 − 4e-9; the fp64 tests use 20)
     bool ln_gamma = false;      // also descend the LayerNorm gains γ (exact diagonal update); the paper: β only
+    bool loss_layers = false;   // the loss gradient as App. G's TinT layers (tint::loss_head) instead of the op
 
     int K() const { return d / S; }                 // prefix tokens
     int D() const { return d * (S + 1); }           // simulator width
@@ -136,10 +137,11 @@ struct Gate {
     int64_t params() const { return kind == GateKind::none ? 0 : (int64_t)(a_old.size() + a_new.size() + 2); }
 };
 
-enum class LayerKind { attention, mlp, norm, linear };
+enum class LayerKind { attention, mlp, norm, linear, vocab_softmax };
 
 // One TinT layer: e_new = f(e_in) + skip(e_in), then the gate. f is the attention (then o), the MLP, the group
-// norm of [0,d) (other coordinates 0), or a token-wise H-split chain.
+// norm of [0,d) (other coordinates 0), a token-wise H-split chain, or App. G's feed-forward layer with a softmax
+// activation over V hidden units, [0,d) = Eᵀ softmax(E·e_in[0,d)) (other coordinates 0).
 template <typename real>
 struct TLayer {
     LayerKind kind = LayerKind::linear;
@@ -147,6 +149,8 @@ struct TLayer {
     Chain<real> fc, proj;              // mlp
     ActKind act = ActKind::relu;       // mlp
     Chain<real> map;                   // linear
+    std::vector<real> E;               // vocab_softmax: the hidden weights E (V,d); the output weights are Eᵀ
+    int V = 0;
     Chain<real> skip;                  // memory routing: input blocks copied into the new value
     Gate<real> gate;
     int64_t params() const;
@@ -186,6 +190,8 @@ struct Compiled {
         size_t a_old = 0, a_new = 0;
         double b_old = 0, b_new = 0;
         int gate_w = 1;
+        size_t E = 0, Et = 0;          // vocab_softmax: E (V,d) and Eᵀ (d,V) in reals
+        int V = 0;
     };
     Device dev = Device::cpu;
     std::vector<Layer> layers;
@@ -207,6 +213,9 @@ struct Work {
     Buffer<real> Q, Kx, Vx, O, e, u, v, sk, ta, tb;   // (B,N,D) each
     Buffer<real> att;                  // (B, H_max, N, N)
     Buffer<real> lnin, lnout, mean, rstd, ones, zeros;  // the group norm: (B·N, d), (B·N), (d)
+    Buffer<real> vlogits, vprobs, vloss;   // vocab_softmax: (B·N, V), (B·N, V), (B·N); allocated by its first run
+    Buffer<int> vnone;                     // (B·N) targets −1: the cross-entropy op's probabilities without a loss
+    void vocab(int V);                     // make the vocab_softmax buffers V wide
     // pos/train (B,T) and icl (B,T,T) or null, on the host
     Work(Device dev, const TintConfig& c, int B, int T, const int* pos, const uint8_t* train, const uint8_t* icl);
     size_t bytes() const;
@@ -243,6 +252,11 @@ template <typename real> Module<real> act_forward(const TintConfig& c);
 template <typename real> Module<real> act_backward(const TintConfig& c);
 template <typename real> Module<real> attn_forward(const TintConfig& c);   // the softmax layer after Q, K, V
 template <typename real> Module<real> attn_backward(const TintConfig& c);
+// App. G's loss head: the gradient of the summed cross-entropy at the output, grad_t = m_t (Eᵀ softmax(E h_t) −
+// e_{x_{t+1}}), as three TinT layers on a state whose data rows hold h_t in block 0 and the token embedding e_{x_t}
+// in block 1, run with the loss weights m as its `train` flags (E = wte (V,d), the tied head). The result is in
+// block 0 of the data rows; prefix rows stay 0.
+template <typename real> Module<real> loss_head(const TintConfig& c, const real* E);
 
 // ---- prefix tokens (spec §1) ---------------------------------------------------------------------------
 // A d×d map W (row i at W + i·ldw) and bias b, as K prefix rows of width D: prefix j holds rows jS..jS+S−1 in
