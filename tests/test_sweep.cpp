@@ -92,7 +92,7 @@ TEST_CASE("sweep: presets, --dry-run, and every refusal is one line") {
     TmpDir d;
     icl_test::Result r = icl_test::run("sweep --list");
     REQUIRE(r.code == 0);
-    for (const char* n : {"cgt-ell", "cgt-rank", "cgt-templates", "cgt-wcwd", "cgt-ctx", "cgt-single-task", "cgt-lr-ell", "cgt-lr-dims"})
+    for (const char* n : {"cgt-ell", "cgt-rank", "cgt-templates", "cgt-wcwd", "cgt-single-task", "cgt-lr-ell", "cgt-lr-dims"})
         CHECK(r.out.find(n) != std::string::npos);
     r = icl_test::run("sweep --preset cgt-wcwd --dry-run --seeds 2 --out " + (d / "w"));
     REQUIRE(r.code == 0);

@@ -69,14 +69,14 @@ std::vector<std::string> icl_paper(std::vector<std::string> extra = {}, bool com
 
 const std::vector<Named>& named_sweeps() {
     static const std::vector<Named> k = {
-        {"cgt-ell", "Fig. 7a / 9: the layer ℓ where y starts (paper: best ℓ = 4 of 6)", "--ell=1,2,3", kIclMetrics, icl_cpu(), icl_paper(),
-         "--ell=2,3,4,5"},
+        // Fig. 7a and Fig. 9 are one sweep: Fig. 9 plots the same runs' accuracy with the examples kept in context
+        // (spec_ctx) beside the frozen-y accuracy without them (spec), at the paper's ℓ = 3, 4, 5 (inside this grid)
+        {"cgt-ell", "Fig. 7a / 9: the layer ℓ where y starts, frozen y with and without the examples in context (paper: best ℓ = 4 of 6)",
+         "--ell=1,2,3", kIclMetrics, icl_cpu(), icl_paper(), "--ell=2,3,4,5"},
         {"cgt-rank", "App. B.2.1: generator rank r (paper: rank 2 and 4 beat rank 1)", "--rank=1,2,4", kIclMetrics, icl_cpu(), icl_paper()},
         {"cgt-templates", "App. B.2.1: templates M", "--templates=2,4,8", kIclMetrics, icl_cpu(), icl_paper()},
         {"cgt-wcwd", "Fig. 8: regularizer weights w_C × w_D (paper: w_C above 0.04 hurts; larger w_D does not)",
          "--wc=0,0.02,0.04,0.08;--wd=0,0.02,0.08", kIclMetrics, icl_cpu(), icl_paper()},
-        {"cgt-ctx", "Fig. 9: ℓ with and without the examples kept in context (spec_ctx vs spec)", "--ell=1,2,3", kIclMetrics, icl_cpu(), icl_paper(),
-         "--ell=3,4,5"},
         {"cgt-single-task", "App. D.1: one task, 8 examples: baseline vs frozen-y CGT (paper: 82.7% vs 82.6–82.8%)", "--compare=baseline,aux-reg",
          "base=/runs/0/eval/base_acc,spec_ctx=/runs/0/eval/ctx_acc", icl_cpu({"--n-tasks", "1", "--n-ex", "8"}, false),
          icl_paper({"--n-tasks", "1", "--n-ex", "8"}, false)},

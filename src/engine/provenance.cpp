@@ -2,6 +2,7 @@
 // (Makefile / CMakeLists.txt compile this one file with them).
 #include "engine/provenance.h"
 
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 
@@ -30,19 +31,54 @@ std::string build_compiler() {
 #else
     std::string c = "unknown compiler";
 #endif
+    // the build's own flags, then the one both build systems always add that changes results (Makefile, CMakeLists.txt)
     const std::string flags = ICL_BUILD_FLAGS;
-    return flags.empty() ? c : c + " " + flags;
+    return (flags.empty() ? c : c + " " + flags) + " -ffp-contract=off";
+}
+
+// The microarchitecture of the machines this project meets, from /proc/cpuinfo's vendor, family and model: on some
+// VMs the model name alone says "AMD EPYC", which cannot tell a Zen 4 from a Zen 5. Empty when not known.
+static std::string microarch(const std::string& vendor, int family, int model) {
+    if (vendor == "AuthenticAMD") {
+        if (family == 0x17) return model >= 0x30 ? "Zen 2" : "Zen / Zen+";
+        if (family == 0x19) {
+            const bool zen4 = (model >= 0x10 && model <= 0x1f) || (model >= 0x60 && model <= 0x7f) || (model >= 0xa0 && model <= 0xaf);
+            return zen4 ? "Zen 4" : "Zen 3";
+        }
+        if (family == 0x1a) return "Zen 5";
+    }
+    if (vendor == "GenuineIntel" && family == 6) {
+        switch (model) {
+            case 0x55: return "Skylake-SP / Cascade Lake";
+            case 0x6a: case 0x6c: return "Ice Lake-SP";
+            case 0x8f: return "Sapphire Rapids";
+            case 0xcf: return "Emerald Rapids";
+            case 0xad: case 0xae: return "Granite Rapids";
+        }
+    }
+    return "";
 }
 
 std::string cpu_model() {
     std::ifstream f("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind("model name", 0) == 0) {
-            const size_t k = line.find(':');
-            if (k != std::string::npos) return line.substr(line.find_first_not_of(" \t", k + 1));
-        }
-    return "unknown CPU";
+    std::string line, name, vendor;
+    int family = -1, model = -1;
+    auto value = [&](const std::string& l) {
+        const size_t k = l.find(':');
+        if (k == std::string::npos) return std::string();
+        const size_t v = l.find_first_not_of(" \t", k + 1);
+        return v == std::string::npos ? std::string() : l.substr(v);
+    };
+    while (std::getline(f, line) && !line.empty()) {  // the first processor's block
+        if (line.rfind("model name", 0) == 0) name = value(line);
+        else if (line.rfind("vendor_id", 0) == 0) vendor = value(line);
+        else if (line.rfind("cpu family", 0) == 0) family = std::atoi(value(line).c_str());
+        else if (line.rfind("model", 0) == 0 && line.find_first_of(" \t") == 5) model = std::atoi(value(line).c_str());
+    }
+    if (name.empty()) return "unknown CPU";
+    if (family < 0 || model < 0) return name;
+    const std::string arch = microarch(vendor, family, model);
+    return strfmt("%s (%s%sfamily %d model %d)", name.c_str(), arch.c_str(), arch.empty() ? "" : ", ", family, model);
 }
 
 std::string isa_path() {

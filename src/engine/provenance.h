@@ -19,7 +19,7 @@ namespace icl {
 
 std::string build_commit();  // "1a2b3c4d5e6f" or "1a2b3c4d5e6f+dirty" ("unknown" outside a git checkout)
 std::string build_compiler();  // "g++ 12.2.0 -O3 -march=native"
-std::string cpu_model();       // /proc/cpuinfo's model name, e.g. "AMD EPYC 9B14"
+std::string cpu_model();       // /proc/cpuinfo: model name (microarchitecture, family, model), e.g. "AMD EPYC (Zen 4, family 25 model 17)"
 std::string isa_path();        // the widest vector ISA compiled in: "avx512" | "avx2" | "generic"
 
 // What a run records about itself; set once when the binary starts (apply_run_flags).
