@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <set>
 #include <new>
 #include <sstream>
 
@@ -323,6 +324,13 @@ int apply_threads(const Cli& cli) {
     return omp_get_max_threads();
 }
 
+// The flags the running subcommand does not use (refuse_unused_flags fills it): their defaults describe no part of
+// this run, so the run record leaves them out (e.g. `duallens check` does not record experiment's --seeds 3).
+static std::set<std::string>& unused_by_subcommand() {
+    static std::set<std::string> s;
+    return s;
+}
+
 RunEnv apply_run_flags(const Cli& cli) {
     RunEnv e;
     e.threads = apply_threads(cli);
@@ -332,8 +340,8 @@ RunEnv apply_run_flags(const Cli& cli) {
     RunRecord r;  // for every summary.json / CSV / table.md this run writes (engine/provenance.h)
     r.threads = e.threads;
     r.dev = e.dev;
-    if (cli.has_flag("--seed")) r.seed = cli.get_seed();
-    if (cli.has_flag("--seeds")) r.seeds = (int)cli.get_int("--seeds", 1, 1000);
+    if (cli.has_flag("--seed") && !unused_by_subcommand().count("--seed")) r.seed = cli.get_seed();
+    if (cli.has_flag("--seeds") && !unused_by_subcommand().count("--seeds")) r.seeds = (int)cli.get_int("--seeds", 1, 1000);
     set_run_record(r);
     return e;
 }
@@ -406,7 +414,9 @@ void add_subcommands(Cli& cli, const std::vector<Subcommand>& table) {
 
 void refuse_unused_flags(const Cli& cli, const std::string& sub, const FlagUsers& users, const std::string& label) {
     for (auto& f : users) {
-        if (!cli.given(f.first) || std::find(f.second.begin(), f.second.end(), sub) != f.second.end()) continue;
+        const bool used = std::find(f.second.begin(), f.second.end(), sub) != f.second.end();
+        if (!used) unused_by_subcommand().insert(f.first);
+        if (!cli.given(f.first) || used) continue;
         std::string subs;
         for (auto& x : f.second) subs += (subs.empty() ? "" : ", ") + x;
         fail_usage(f.first + ": " + (label.empty() ? cli.program() + " " + sub : label) + " does not use it" +

@@ -109,6 +109,17 @@ void kstep_curve(uint64_t seed, int K, std::vector<double>& measured, std::vecto
     }
 }
 
+// Tolerances of the exact checks, with the errors `duallens check --seed S` measured for S = 1…8 (fp64, Zen 4 AVX-512
+// build, 2026-11-26):
+//   kExact  1e-12  the same quantity computed two ways in fp64, no truncation anywhere: measured ≤ 2.3e-14
+//   kTaylor 1e-8   through explicit Taylor features cut at the order P where the remainder bound
+//                  e^{2z}·z^{P+1}/(P+1)! ≤ 1e-10 (taylor_order): measured ≤ 6.4e-12; the bound sets it, not the
+//                  measurement (a ratio of kernel sums can amplify the per-term 1e-10 by ~100)
+//   kFd     1e-10  central differences (h = 1e-3) of a loss linear in W (its gradient does not depend on W), so only
+//                  rounding, ~u·|L|/(h·|G|): measured ≤ 5.7e-12
+// The statistical checks (I9, R6, I20) give their own reasons where they are made.
+constexpr double kExact = 1e-12, kTaylor = 1e-8, kFd = 1e-10;
+
 std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
     std::vector<CheckResult> res;
     auto rng_for = [&](int salt) { return Rng(seed * 1000003ull + (uint64_t)salt); };
@@ -132,21 +143,21 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
             e_naive = std::max(e_naive, relerr(num, h));
             e_lse = std::max(e_lse, relerr(dual_kernel_output(d), num));
         }
-        res.push_back(make("I1", "engine softmax attention = sum_i e^{z_i} v_i / D (naive exp), every query", e_naive, 1e-12));
-        res.push_back(make("I1", "log-sum-exp kernel form = naive kernel form, every query", e_lse, 1e-12));
+        res.push_back(make("I1", "engine softmax attention = sum_i e^{z_i} v_i / D (naive exp), every query", e_naive, kExact));
+        res.push_back(make("I1", "log-sum-exp kernel form = naive kernel form, every query", e_lse, kExact));
     }
     // ---- R1 / I3: Theorem 3.1, one step from W0 = 0 -----------------------------------------------------------
     {
         R1Tensors o = r1_tensors(seed);
-        res.push_back(make("R1", "Thm 3.1 kernel trick: y_test = h' (d_i=8, d_k=d_o=4, N=16)", o.relerr_kernel, 1e-12));
-        res.push_back(make("I3", "Thm 3.1 one GD step on W (Taylor features d_k=4 P=12, d_r=1820): y_test = h'", o.relerr_taylor, 1e-8));
+        res.push_back(make("R1", "Thm 3.1 kernel trick: y_test = h' (d_i=8, d_k=d_o=4, N=16)", o.relerr_kernel, kExact));
+        res.push_back(make("I3", "Thm 3.1 one GD step on W (Taylor features d_k=4 P=12, d_r=1820): y_test = h'", o.relerr_taylor, kTaylor));
         Rng r = rng_for(3);
         Setup s = make_setup(r, 16, 8, 4, 1);
         const TaylorFeatures tp(4, taylor_order(qkv_zmax(s.qkv, s.T, 4, 1)));  // P by the truncation bound (§2.5b)
         double e = 0;
         for (int t = 0; t < s.T; t++)
             e = std::max(e, relerr(dual_one_step(dual_from_qkv(s.qkv.data(), s.T, s.C, 1, 0, t), tp, 1.0, {}), head_row(s.out, 4, 1, 0, t)));
-        res.push_back(make("I3", strfmt("one GD step (Taylor P=%d), every query t with its causal training set 0..t", tp.P), e, 1e-8));
+        res.push_back(make("I3", strfmt("one GD step (Taylor P=%d), every query t with its causal training set 0..t", tp.P), e, kTaylor));
     }
     // ---- I2: the dual gradient, by central differences at two random W (L is linear in W) ------------------------
     {
@@ -172,7 +183,7 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
                 e = std::max(e, std::fabs((lp - lm) / (2 * hstep) - G[i]) / gmax);
             }
         }
-        res.push_back(make("I2", "dL/dW = -1/(eta D) V^T Phi_K: central differences at two random W (max |diff| / max |G|)", e, 1e-9));
+        res.push_back(make("I2", "dL/dW = -1/(eta D) V^T Phi_K: central differences at two random W (max |diff| / max |G|)", e, kFd));
     }
     // ---- I4, I5: eta-invariance and W0-additivity ---------------------------------------------------------------
     {
@@ -183,14 +194,14 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
         const vec y1 = dual_one_step(d, tp, 1.0, {});
         double e = 0;
         for (double eta : {1e-3, 1e3}) e = std::max(e, relerr(dual_one_step(d, tp, eta, {}), y1));
-        res.push_back(make("I4", "eta-invariance: y_test identical for eta = 1e-3, 1, 1e3", e, 1e-12));
+        res.push_back(make("I4", "eta-invariance: y_test identical for eta = 1e-3, 1, 1e3", e, kExact));
         const vec W0 = randn((size_t)d.dv * tp.dim(), r, 0.1);
         vec phq(tp.dim());
         tp.phi(phq.data(), d.q.data());
         const vec yW = dual_one_step(d, tp, 1.0, W0), w0phi = dual_predict(W0, phq, d.dv, tp.dim());
         vec diff(d.dv);
         for (int i = 0; i < d.dv; i++) diff[i] = yW[i] - y1[i];
-        res.push_back(make("I5", "W0-additivity: y(W0) - y(0) = W0 phi(q)", relerr(diff, w0phi), 1e-12));
+        res.push_back(make("I5", "W0-additivity: y(W0) - y(0) = W0 phi(q)", relerr(diff, w0phi), kExact));
     }
     // ---- I6 / R3: the K-step schedule ----------------------------------------------------------------------------
     {
@@ -198,7 +209,7 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
         kstep_curve(seed * 7 + 6, 15, m, th);
         double e = 0;
         for (size_t t = 0; t < m.size(); t++) e = std::max(e, std::fabs(m[t] - th[t]) / th[0]);
-        res.push_back(make("I6", "K=15 steps at eta/15: |y_t - h'|^2 = (1-t/15)^2 |h'|^2 (max error / |h'|^2)", e, 1e-8));
+        res.push_back(make("I6", "K=15 steps at eta/15: |y_t - h'|^2 = (1-t/15)^2 |h'|^2 (max error / |h'|^2)", e, kExact));
     }
     // ---- I7: the loss drop ----------------------------------------------------------------------------------------
     {
@@ -218,7 +229,7 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
                 kern += dotp(&d.V[(size_t)i * 4], &d.V[(size_t)j * 4], 4) * std::exp(dotp(&d.K[(size_t)i * 4], &d.K[(size_t)j * 4], 4));
         const double theory = -kern * std::exp(-2 * logD) / eta;
         res.push_back(make("I7", strfmt("loss drop L(W1) - L(0) = -1/(eta D^2) sum_ij v_i.v_j e^{k_i.k_j} (explicit, Taylor P=%d, vs kernel trick)", tk.P),
-                           std::fabs(drop - theory) / std::fabs(theory), 1e-8));
+                           std::fabs(drop - theory) / std::fabs(theory), kTaylor));
     }
     // ---- I8: the linear-attention link, every query ------------------------------------------------------------
     {
@@ -241,8 +252,8 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
             e_out = std::max(e_out, relerr(y, head_row(s.out, 4, 1, 0, t)));
             e_D = std::max(e_D, std::fabs(den - std::exp(dual_log_D(d))) / std::exp(dual_log_D(d)));
         }
-        res.push_back(make("I8", "linear-attention state: S_t phi(q_t) / z_t.phi(q_t) = h'_t, every query", e_out, 1e-8));
-        res.push_back(make("I8", "z_t.phi(q_t) = D_t, every query", e_D, 1e-8));
+        res.push_back(make("I8", "linear-attention state: S_t phi(q_t) / z_t.phi(q_t) = h'_t, every query", e_out, kTaylor));
+        res.push_back(make("I8", "z_t.phi(q_t) = D_t, every query", e_D, kTaylor));
     }
     // ---- I10: regularized ------------------------------------------------------------------------------------------
     {
@@ -267,7 +278,7 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
                 for (int e = 0; e < 4; e++) ref[(size_t)t * 4 + e] += w * s.qkv[(size_t)i * 12 + 8 + e];
             }
         }
-        res.push_back(make("I10", "regularized layer = W_V X (A - alpha I) from the definition, every query (alpha=0.3)", relerr(out, ref), 1e-12));
+        res.push_back(make("I10", "regularized layer = W_V X (A - alpha I) from the definition, every query (alpha=0.3)", relerr(out, ref), kExact));
         attention_mod_forward<double>(out.data(), att.data(), nullptr, s.qkv.data(), nullptr, AttnMods(), 0, 1, s.T, 4, 1, 0);
         res.push_back(make("I10", "alpha = 0: bit-exact to the plain layer (differing elements)", (double)count_bit_differences(out, s.out), 0));
         // A6: a literal GD step on L + alpha |W|_F^2 gives y = (1 − 2 eta alpha) W0 phi(q) + h' (alpha-independent at W0 = 0)
@@ -282,7 +293,7 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
         const vec y = dual_predict(W1, phq, 4, dr), w0phi = dual_predict(W0, phq, 4, dr), h = head_row(s.out, 4, 1, 0, s.T - 1);
         vec expect(4);
         for (int e = 0; e < 4; e++) expect[e] = (1 - 2 * eta * alpha) * w0phi[e] + h[e];
-        res.push_back(make("I10", "A6: one GD step on L + alpha|W|^2 = (1-2 eta alpha) W0 phi(q) + h' (no -alpha v_q)", relerr(y, expect), 1e-8));
+        res.push_back(make("I10", "A6: one GD step on L + alpha|W|^2 = (1-2 eta alpha) W0 phi(q) + h' (no -alpha v_q)", relerr(y, expect), kTaylor));
     }
     // ---- I11: negative samples ---------------------------------------------------------------------------------------
     {
@@ -323,9 +334,9 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
             for (size_t i = 0; i < y2.size(); i++) { lin[i] = y2[i] - s.out[i]; twice[i] = 2 * (yb[i] - s.out[i]); }
             e_aff = std::max(e_aff, relerr(lin, twice));
         }
-        res.push_back(make("I11", "negative layer (lowsim-3 key, all, random-3; beta=0.6) = one GD step on L_neg (Taylor), last query", e_dual, 1e-8));
+        res.push_back(make("I11", "negative layer (lowsim-3 key, all, random-3; beta=0.6) = one GD step on L_neg (Taylor), last query", e_dual, kTaylor));
         res.push_back(make("I11", "beta = 0: bit-exact to the plain layer, 3 rules (differing elements)", (double)bits, 0));
-        res.push_back(make("I11", "h_beta affine in beta: h(2b) - h(0) = 2 (h(b) - h(0))", e_aff, 1e-12));
+        res.push_back(make("I11", "h_beta affine in beta: h(2b) - h(0) = 2 (h(b) - h(0))", e_aff, kExact));
     }
     // ---- I12: augmented (parallel adapters g1 on values, g2 on keys) ----------------------------------------------
     {
@@ -355,7 +366,7 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
         const TaylorFeatures tp(4, taylor_order(qkv_zmax(views, T, 4, 1)));
         double e = 0;
         for (int t = 0; t < T; t++) e = std::max(e, relerr(dual_one_step(dual_from_qkv(views.data(), T, 4, 1, 0, t), tp, 1.0, {}), row(out, t, 4)));
-        res.push_back(make("I12", "augmented g1+g2 (c=0.8): the dual with views g1(v), g2(k) reproduces the layer, every query", e, 1e-8));
+        res.push_back(make("I12", "augmented g1+g2 (c=0.8): the dual with views g1(v), g2(k) reproduces the layer, every query", e, kTaylor));
         vec q0 = s.qkv;
         const vec zeroB((size_t)4 * dh, 0.0);
         qkv_adapter_forward<double>(q0.data(), z.data(), u.data(), s.X.data(), AK.data(), zeroB.data(), c, 1, T, di, 4, dh);
@@ -388,7 +399,7 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
             Hd = next;
             e = std::max(e, relerr(Hd, H));
         }
-        res.push_back(make("I13", strfmt("3 stacked attention layers = 3 sequential dual GD steps (Taylor P<=%d), every layer and token", Pmax), e, 1e-8));
+        res.push_back(make("I13", strfmt("3 stacked attention layers = 3 sequential dual GD steps (Taylor P<=%d), every layer and token", Pmax), e, kTaylor));
     }
     // ---- I14: multi-head ----------------------------------------------------------------------------------------------
     {
@@ -408,7 +419,7 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
             }
             e = std::max(e, relerr(y, row(mha, t, dm)));
         }
-        res.push_back(make("I14", "multi-head (H=3): sum_h W_O^(h) y^(h) = MHA output, every query", e, 1e-8));
+        res.push_back(make("I14", "multi-head (H=3): sum_h W_O^(h) y^(h) = MHA output, every query", e, kTaylor));
     }
     // ---- I15: attention + ReLU FFN, mask-folded dual --------------------------------------------------------------
     {
@@ -446,7 +457,7 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
             }
             e = std::max(e, relerr(y, row(ffn, t, 4)));
         }
-        res.push_back(make("I15", "attention + ReLU FFN = mask-folded dual (value view W2 M_t W1 v_i), every query", e, 1e-8));
+        res.push_back(make("I15", "attention + ReLU FFN = mask-folded dual (value view W2 M_t W1 v_i), every query", e, kTaylor));
     }
     // ---- I16: RoPE ----------------------------------------------------------------------------------------------------
     {
@@ -463,7 +474,7 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
         const TaylorFeatures tr(4, taylor_order(qkv_zmax(rq, T, 4, 1)));  // rotated pairs can have larger |kᵀq|: P by the bound
         double e = 0;
         for (int t = 0; t < T; t++) e = std::max(e, relerr(dual_one_step(dual_from_qkv(rq.data(), T, 4, 1, 0, t), tr, 1.0, {}), row(out, t, 4)));
-        res.push_back(make("I16", strfmt("RoPE attention = the dual with position-rotated key/query views (Taylor P=%d), every query", tr.P), e, 1e-8));
+        res.push_back(make("I16", strfmt("RoPE attention = the dual with position-rotated key/query views (Taylor P=%d), every query", tr.P), e, kTaylor));
         vec x0 = row(s.qkv, 0, 12), x1 = x0;
         rope_table(tab.data(), 0.0, 4);
         rope_apply(&x1[0], &x1[0], tab.data(), 4);
@@ -491,7 +502,7 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
             trPhi += dotp(&PhiK[(size_t)i * dr], &PhiK[(size_t)i * dr], dr);
         }
         const double gk = std::sqrt(g2) / N;
-        res.push_back(make("I17", "|G_S|_F: kernel trick = explicit features", std::fabs(gk - gx) / gk, 1e-6));
+        res.push_back(make("I17", "|G_S|_F: kernel trick = explicit features", std::fabs(gk - gx) / gk, kTaylor));
         vec phq(dr);
         tk.phi(phq.data(), d.q.data());
         vec ferm = dual_predict(G, phq, 4, dr);
@@ -499,8 +510,8 @@ std::vector<CheckResult> duallens_exact_checks(uint64_t seed) {
         vec h = head_row(s.out, 4, 1, 0, s.T - 1);
         const double scale = std::exp(dual_log_D(d)) / (N * gk);
         for (auto& v : h) v *= scale;
-        res.push_back(make("I17", "ERM: f_ERM(q) = w D / (N |G_S|) h'(q)", relerr(ferm, h), 1e-6));
-        res.push_back(make("I17", "Tr K_S = sum_i e^{|k_i|^2} = sum_i phi(k_i).phi(k_i)", std::fabs(trK - trPhi) / trK, 1e-6));
+        res.push_back(make("I17", "ERM: f_ERM(q) = w D / (N |G_S|) h'(q)", relerr(ferm, h), kTaylor));
+        res.push_back(make("I17", "Tr K_S = sum_i e^{|k_i|^2} = sum_i phi(k_i).phi(k_i)", std::fabs(trK - trPhi) / trK, kTaylor));
     }
     return res;
 }
@@ -527,9 +538,11 @@ std::vector<CheckResult> duallens_statistical_checks(uint64_t seed) {
             f.phi(b.data(), d.q.data());
             mean += dotp(a.data(), b.data(), dr) / R;
         }
+        // the estimator's mean in units of its own standard error: ≤ 4 (measured 0.16 … 1.0 over seeds 1–8)
         res.push_back(make("I9", "PRF unbiased: |mean phi(k).phi(q) - e^{k.q}| over 2000 draws (d_r=64), in standard errors",
                            std::fabs(mean - std::exp(kq)) / (sigma / std::sqrt((double)R)), 4.0));
         std::vector<PrfRow> rows = prf_convergence({1024, 16384}, 30, seed * 31 + 9);
+        // the error falls as d_r^{-1/2}: 16× the features, 4× less error expected (measured 2.7 … 4.4 over seeds 1–8)
         res.push_back(make_range("I9", "PRF error ratio d_r=1024 vs 16x (mean rel. error of the attention output, 30 draws)",
                                  rows[0].err_out / rows[1].err_out, 2.5, 6.0));
     }
@@ -537,6 +550,7 @@ std::vector<CheckResult> duallens_statistical_checks(uint64_t seed) {
     {
         double gx = 0, gmc = 0;
         std::vector<Theorem32Row> rows = theorem32_trend({4, 8, 16, 32, 64, 128, 256, 512, 1024}, 20, 2048, seed * 13 + 6, &gx, &gmc);
+        // Monte Carlo over 2048 tokens: measured 0.004 … 0.036 over seeds 1–8
         res.push_back(make("R6", "|G_pop|_F: closed form (Gaussian tokens) = Monte Carlo over 2048 tokens (relative difference; MC noise)",
                            std::fabs(gmc - gx) / gx, 0.1));
         vec Ns, ex;
@@ -556,9 +570,14 @@ std::vector<CheckResult> duallens_statistical_checks(uint64_t seed) {
         Batch bt = regression_prompts(task, 10000, r);
         double y2 = 0;
         for (int b = 0; b < bt.B; b++) y2 += bt.target_vecs[(size_t)b * bt.T + task.N] * bt.target_vecs[(size_t)b * bt.T + task.N] / bt.B;
+        // y = wᵀx with w, x ~ N(0, I_d): Var(y²/d) = 2 + 6/d, so the mean of 10k has a standard error ≈ 0.015; 0.08 is
+        // ~5 of them (measured 8.7e-4 … 0.041 over seeds 1–8)
         res.push_back(make("I20", "task: E[y^2] = d (10k query targets; |mean/d - 1|)", std::fabs(y2 / task.d - 1), 0.08));
         RegReference ref = regression_references(task, bt);
-        res.push_back(make("I20", "OLS on the prompt: normalized MSE ~ 0 (noiseless, N >= d)", ref.ols, 1e-6));
+        // noiseless targets, N ≥ d well-conditioned Gaussian rows: only the solve's rounding (measured ≤ 1.9e-15)
+        res.push_back(make("I20", "OLS on the prompt: normalized MSE ~ 0 (noiseless, N >= d)", ref.ols, 1e-10));
+        // a Monte-Carlo mean over 10k prompts against its expectation: measured 5e-5 … 8.1e-3 over seeds 1–8, so 0.01
+        // is about the sampling spread's edge at this size (a seed-dependent check; the tests run seed 2: 7.7e-4)
         res.push_back(make("I20", "one GD step at eta* = N/(N+d+1): |nMSE - (d+1)/(N+d+1)| (10k prompts)", std::fabs(ref.gd - ref.gd_theory), 0.01));
     }
     return res;
