@@ -419,15 +419,18 @@ TEST_CASE("R_C and R_D properties (spec §7.13, §7.14); VAE KL properties (§7.
     const double rc = continuity_reg_forward(yr.data(), B, T, D);
     CHECK(rc > 0);
     CHECK(rc <= 4.0);
+    // n = y/(‖y‖ + 1e-6): rescaling row n by c ∈ [0.1, 3.1] moves n by ≤ 1e-6/‖c·y‖ ≈ 1e-6/(0.1·√D) relative — the
+    // bound 1e-5 covers it at this D (not rounding: the 1e-6 of the definition)
     CHECK(continuity_reg_forward(y2.data(), B, T, D) == doctest::Approx(rc).epsilon(1e-5));
     std::vector<double> anti(2 * D);  // opposite directions: the term is 4
     for (int i = 0; i < D; i++) { anti[i] = dir[i]; anti[D + i] = -dir[i]; }
-    CHECK(continuity_reg_forward(anti.data(), 1, 2, D) == doctest::Approx(4.0).epsilon(1e-5));
+    CHECK(continuity_reg_forward(anti.data(), 1, 2, D) == doctest::Approx(4.0).epsilon(1e-5));  // 4/(1 + 1e-6)²: 2e-6 below 4
     // R_D: 0 for B = 1; 0 for orthonormal rows; invariant to rescaling; Welch bound for B > D
     CHECK(decorrelation_reg_forward(yr.data(), 1, T, D) == 0.0);
     std::vector<double> orth((size_t)3 * T * D, 0.0);
     for (int b = 0; b < 3; b++) for (int t = 0; t < T; t++) orth[((size_t)b * T + t) * D + b] = 1.0 + t;
     CHECK(decorrelation_reg_forward(orth.data(), 3, T, D) < 1e-20);
+    // the same normalization as R_C: invariant up to its 1e-6, hence 1e-5
     CHECK(decorrelation_reg_forward(y2.data(), B, T, D) == doctest::Approx(decorrelation_reg_forward(yr.data(), B, T, D)).epsilon(1e-5));
     const int Bw = 9;
     auto yw = randn((size_t)Bw * T * D, 33);

@@ -258,8 +258,12 @@ TEST_CASE("kernel attention: register-tiled fast path (head sizes 8, 16, 32) = d
             return relerr(ref, std::vector<double>(out.begin(), out.end()));
         };
         CAPTURE(NH);
-        CHECK(run(0.0) < 1e-13);
-        CHECK(run(0.0f) < 2e-6);
+        const double e64 = run(0.0), e32 = run(0.0f);
+        MESSAGE("NH " << NH << ": relerr fp64 " << e64 << ", fp32 " << e32);
+        // measured fp64 6.0e-16 … 7.2e-16, fp32 1.19e-7 … 1.25e-7 (Zen 4, AVX-512 build): a sum of T terms
+        // in each precision's rounding; the bounds leave ~140× and ~16×
+        CHECK(e64 < 1e-13);
+        CHECK(e32 < 2e-6);
     }
 }
 
@@ -381,7 +385,7 @@ TEST_CASE("kernel LM: whole-model fp64 gradient check including b_KV and b_D") {
     CHECK(m.s.ptable.has("h.1.attn.bkv"));
 }
 
-TEST_CASE("ICLCA exact conversion (spec §6.1, §6.2, §6.13): fp64 <= 1e-12, fp32 <= 1e-5, any start position") {
+TEST_CASE("ICLCA exact conversion (spec §6.1, §6.2, §6.13): fp64 <= 1e-14, fp32 <= 2e-6, any start position") {
     KernelLMConfig c = tiny_cfg();
     Rng r(1);
     for (int trial = 0; trial < 3; trial++) {
@@ -390,8 +394,10 @@ TEST_CASE("ICLCA exact conversion (spec §6.1, §6.2, §6.13): fp64 <= 1e-12, fp
         double e64 = conversion_error<double>(c, 100 + trial, M, N, p0);
         double e32 = conversion_error<float>(c, 100 + trial, M, N, p0);
         MESSAGE("M=" << M << " N=" << N << " p0=" << p0 << ": relerr fp64 " << e64 << ", fp32 " << e32);
-        CHECK(e64 <= 1e-12);
-        CHECK(e32 <= 1e-5);
+        // measured fp64 3.8e-16 … 4.5e-16, fp32 1.7e-7 … 2.2e-7 (the conversion reorders the prompt's sums into the
+        // biases: rounding only); the bounds leave ~20× and ~9×
+        CHECK(e64 <= 1e-14);
+        CHECK(e32 <= 2e-6);
     }
     // across a chunk boundary of the parallel form (M + N > KA_CHUNK)
     CHECK(conversion_error<double>(c, 9, KA_CHUNK + 3, 9, 0) <= 1e-12);
