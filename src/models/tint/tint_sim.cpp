@@ -288,7 +288,9 @@ TintOutput<real> Tint<real>::run(const GPT<real>& aux, const TintInput& in, int 
     // the simulator's memory per sequence (reals): its prefix tensors (14 per block + ln_f), ~16 state-sized buffers,
     // one head's attention scores per head, and the stored memory of k blocks (~16 regions of T·D)
     const double K = cfg.K(), D = cfg.D(), N = K + in.T;
-    const double per_seq = (14.0 * cfg.L + 1) * K * D + 16 * N * D + std::max(cfg.H_lin(), cfg.H_sim) * N * N + 16.0 * k * in.T * D;
+    double per_seq = (14.0 * cfg.L + 1) * K * D + 16 * N * D + std::max(cfg.H_lin(), cfg.H_sim) * N * N + 16.0 * k * in.T * D;
+    // --loss-layers: the loss head's own Work (~12 state-sized buffers and its scores) and its two (N, V) vocabulary buffers
+    if (cfg.loss_layers) per_seq += 12 * N * D + std::max(cfg.H_lin(), cfg.H_sim) * N * N + 2.0 * N * cfg.V;
     const int nchunk = chunk > 0 ? chunk : (int)std::max(1.0, std::min(1e9, std::floor((double)(1 << 28) / per_seq)));
     if (in.B <= nchunk) return run_batch(aux, in, k, s);
     TintOutput<real> out;
