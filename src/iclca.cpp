@@ -66,7 +66,8 @@ void register_flags(Cli& cli) {
     cli.flag("--load-hf", "", "e4: a pretrained softmax GPT (Hugging Face GPT-2 / OPT folder or llm.c .bin; models/pretrained.h)");
     cli.flag("--tokenizer", "", "e4 with --prompt: GPT-2 tokenizer folder (default: the --load-hf folder's vocab.json + merges.txt)");
     cli.flag("--p0", "0", "convert: position of the prompt's first token (the converted model starts its input there)");
-    cli.flag("--trials", "20", "e1: random (prompt, input) pairs per size; e2: evaluation chains");
+    cli.flag("--trials", "20", "e1: random (model, prompt, input) draws per size, e4: random (model, prompt, input, features) draws — "
+                               "the replicates of their mean ± 95% CI (each its own seed, derived from --seed); e2: evaluation chains");
     cli.flag("--sizes", "205k,2m,20m", "e1: model sizes among 205k,2m,20m,200m,2b (the paper's Table 1; 200m needs ~4 GB of memory, 2b ~32 GB)");
     cli.flag("--M", "8-128", "prompt tokens: e1 draws each pair's M from a range lo-hi (or takes one number); e4: one number (40 if not given)");
     cli.flag("--N", "8-128", "input tokens: as --M (e4: 20 if not given)");
@@ -102,12 +103,17 @@ int run(int argc, char** argv) {
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
     const std::string sub = cli.args().empty() ? "" : cli.args()[0];
+    if ((sub == "e1" || sub == "e4") && cli.given("--seeds"))
+        fail_usage("--seeds: " + sub + "'s replicates are --trials (each trial a fresh random model, prompt, input" +
+                   (sub == "e4" ? " and feature draw" : std::string()) + ", each its own seed; mean ± 95% CI over the trials)");
     refuse_unused_flags(cli, sub, kFlagUsers);
     if (sub == "train") resume_flags(cli);  // --resume: the run's flags from its checkpoint
     apply_run_flags(cli);  // --threads, --device (each subcommand builds its models there: iclca_experiments.cpp)
-    if (sub != "e3") {  // --seeds is e3's (and e2's when given): the others' provenance says one seed
+    if (sub != "e3") {  // --seeds is e3's (and e2's when given); e1's and e4's replicates are their trials; the others have one seed
         RunRecord r = run_record();
-        r.seeds = sub == "e2" && cli.given("--seeds") ? (int)cli.get_int("--seeds", 1, 100) : 1;
+        r.seeds = sub == "e2" && cli.given("--seeds") ? (int)cli.get_int("--seeds", 1, 100)
+                  : sub == "e1" || sub == "e4"       ? (int)cli.get_int("--trials", 1, 100000)
+                                                      : 1;
         set_run_record(r);
     }
     return run_subcommand(cli, kSubcommands);

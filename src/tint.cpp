@@ -14,6 +14,7 @@
 #include "engine/cli.h"
 #include "engine/common.h"
 #include "engine/device.h"
+#include "engine/provenance.h"
 #include "engine/run.h"
 #include "models/gpt.h"
 #include "models/tint/tint_experiments.h"
@@ -132,27 +133,16 @@ int run_seeds(const Cli& cli, const std::vector<std::string>& args, int n) {
     if (sub == "lm" && (cli.has_value("--load") || cli.has_value("--load-hf")))
         fail_usage("--seeds: tint lm with a given model has nothing random (fixed windows of a fixed model); the seeds vary the trained auxiliary model");
     const std::string dir = subcommand_run_dir(cli, "tint", sub);
-    std::vector<std::string> base;  // the command line without --seed, --seeds and --out
-    for (size_t i = 0; i < args.size(); i++) {
-        const std::string& a = args[i];
-        bool drop = false;
-        for (const char* f : {"--seed", "--seeds", "--out"}) {
-            if (a == f) { drop = true; i++; }                        // "--flag value"
-            else if (a.rfind(std::string(f) + "=", 0) == 0) drop = true;  // "--flag=value"
-        }
-        if (!drop) base.push_back(a);
-    }
     std::vector<std::string> runs;
-    for (int k = 0; k < n; k++) {
-        const std::string sd = std::to_string(cli.get_seed() + (uint64_t)k), out = dir + "/seed" + std::to_string(k + 1);
-        std::vector<std::string> a = base;
-        a.insert(a.end(), {"--seed", sd, "--out", out});
+    int k = 0;
+    for (const std::vector<std::string>& a : per_seed_args(args, cli.get_seed(), n, dir)) {
         Cli one("tint", kSummary);
         register_flags(one);
         one.parse(a);
-        std::fprintf(stderr, "tint %s: seed %s (%d of %d)\n", sub.c_str(), sd.c_str(), k + 1, n);
+        std::fprintf(stderr, "tint %s: seed %llu (%d of %d)\n", sub.c_str(), (unsigned long long)one.get_seed(), ++k, n);
+        SeedScope scope((int64_t)one.get_seed());  // the seed's own summary.json names its seed
         run_subcommand(one, kSubcommands);
-        runs.push_back(out);
+        runs.push_back(one.get("--out"));
     }
     return tint_cmd::aggregate_seeds(cli, sub, dir, runs);
 }

@@ -29,7 +29,7 @@ void register_flags(Cli& cli) {
     cli.flag("--freeze-at", "30", "--fold: ỹ = y^ℓ at this 0-indexed position of the first validation sequence");
     cli.flag("--fold-out", "", "--fold: output path (default RUN/folded_gpt.safetensors)");
     cli.flag("--compare", "", "train and compare these variants (comma list of baseline, eta1, aux, aux-reg, reg, vae:<β>, flags); "
-                              "writes RUN/table.md (mean ± 3·SE over --seeds)");
+                              "writes RUN/table.md (mean ± 95% CI over --seeds, paired differences)");
     cli.flag("--seeds", "1", "--compare: seeds per variant (--seed, --seed+1, …)");
     cli.flag("--eval-seqs", "256", "sequences of the final evaluation (a fixed set, the same for every run)");
     cli.flag("--freeze-k", "5,10", "linreg: frozen-y curves after these many in-context samples");

@@ -169,6 +169,35 @@ TEST_CASE("a tiny train_gpt run writes log, plot, summary and a loadable checkpo
     std::system(("rm -rf " + dir).c_str());
 }
 
+TEST_CASE("train_gpt --seeds: one run per seed, each the same as that seed's own run; the table's mean is theirs") {
+    std::string dir = "/tmp/icl_bin_seeds_" + std::to_string(getpid());
+    Result r = run("train_gpt --preset tiny --steps 6 --threads 1 --seed 4 --seeds 2 --out " + dir);
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    Result one = run("train_gpt --preset tiny --steps 6 --threads 1 --seed 5 --out " + dir + "/alone");
+    REQUIRE(one.code == 0);
+    const nlohmann::json s2 = nlohmann::json::parse(slurp(dir + "/seed2/summary.json"));
+    const nlohmann::json s5 = nlohmann::json::parse(slurp(dir + "/alone/summary.json"));
+    CHECK(s2["provenance"]["seed"] == 5);
+    CHECK(s2["provenance"]["seeds"] == 1);
+    CHECK(s2["final_val_loss"].get<double>() == s5["final_val_loss"].get<double>());  // same seed and threads: same bits
+    const nlohmann::json s1 = nlohmann::json::parse(slurp(dir + "/seed1/summary.json"));
+    const nlohmann::json top = nlohmann::json::parse(slurp(dir + "/summary.json"));
+    CHECK(top["provenance"]["seeds"] == 2);
+    const double a = s1["final_val_loss"].get<double>(), b = s2["final_val_loss"].get<double>();
+    CHECK(a != b);
+    CHECK(top["aggregate"]["val_loss"]["mean"].get<double>() == doctest::Approx((a + b) / 2).epsilon(1e-12));
+    CHECK(top["aggregate"]["val_loss"]["ci95"].get<double>() == doctest::Approx(12.706 * std::fabs(a - b) / 2).epsilon(1e-4));
+    const std::string md = slurp(dir + "/table.md");
+    CHECK(md.find("| seed 4 | seed 5 | mean ± 95% CI |") != std::string::npos);
+    CHECK(md.find("| val_answer_acc |") != std::string::npos);
+    CHECK(std::ifstream(dir + "/val_loss.png").good());
+    Result bad = run("train_gpt --preset tiny --seeds 2 --save " + dir + "/m.safetensors");
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find("--save: not with --seeds") != std::string::npos);
+    std::system(("rm -rf " + dir).c_str());
+}
+
 TEST_CASE("train_gpt --task text on the shipped multi-byte text: the run ends well and summary.json is valid JSON") {
     // data/text/notes.txt holds accented, Greek, Cyrillic and CJK text: a byte-level model's sample can cut a
     // multi-byte character or invent invalid bytes, and summary.json must still be written (U+FFFD in its place)
@@ -246,6 +275,11 @@ TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted, to the lo
     REQUIRE(e3["runs"].size() == 2);  // one seed per arm
     for (const auto& run3 : e3["runs"]) CHECK(run3.contains("step_icl_acc_90"));
     CHECK(r.out.find("first eval with ICL acc >= 90%") != std::string::npos);
+    // the arms' table: one seed per arm → means without an interval, and the paired difference is bias − no bias
+    const std::string t3 = slurp(dir + "/e3/table.md");
+    CHECK(t3.find("| final training loss (last step) |") != std::string::npos);
+    const double d3 = e3["aggregate"]["final_loss"]["paired_bias_minus_no_bias"]["mean"].get<double>();
+    CHECK(d3 == doctest::Approx(e3["runs"][0]["final_loss"].get<double>() - e3["runs"][1]["final_loss"].get<double>()).epsilon(1e-12));
     for (const char* f : {"/e3/e3_icl_acc.png", "/e3/e3_loss.png", "/e3/e3_val_loss.png"}) CHECK(std::ifstream(dir + f).good());
     std::remove((dir + "/e3/e3_loss.png").c_str());  // --replot rebuilds the plots from the runs' logs without training
     r = run("iclca e3 --preset tiny --replot 1 --out " + dir + "/e3");
@@ -268,6 +302,8 @@ TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted, to the lo
                           Case{"iclca eval", "eval needs --load"},
                           Case{"iclca eval --load " + dir + "/conv.safetensors --layers 3", "--layers: the architecture comes from the checkpoint"},
                           Case{"iclca e1 --prompt ab", "--prompt: iclca e1 does not use it"},
+                          Case{"iclca e1 --seeds 3", "--seeds: e1's replicates are --trials"},
+                          Case{"iclca e4 --seeds 3", "--seeds: e4's replicates are --trials"},
                           Case{"iclca e1 --sizes 205k,3b", "unknown size '3b' (205k, 2m, 20m, 200m, 2b)"}}) {
         Result e = run(c.cmd);
         CAPTURE(c.cmd);

@@ -165,6 +165,22 @@ TEST_CASE("t95: Student's t quantiles (published table values) and the large-df 
     CHECK(std::isnan(t95(0)));
 }
 
+TEST_CASE("mean_ci, paired_diff, count_positive: table cells by hand") {
+    // {1, 2, 3}: mean 2, sd 1, se 1/√3 = 0.57735 → ± t95(2)·se = 4.303 · 0.57735 = 2.4843
+    CHECK(mean_ci({1, 2, 3}, "%.3f") == "2.000 ± 2.484");
+    CHECK(mean_ci({0.1, 0.2, 0.3}, "%.1f%%", 100) == "20.0% ± 24.8%");
+    CHECK(mean_ci({1, NAN, 3}, "%+.1f") == "+2.0 ± 12.7");  // NaN skipped: {1, 3}, se 1 → ± 12.706; no sign on the ±
+    CHECK(mean_ci({5}, "%.1f") == "5.0 ± –");
+    CHECK(mean_ci({NAN}, "%.1f") == "–");
+    const std::vector<double> d = paired_diff({1, 2, NAN, 4}, {0.5, 3, 1, 1});
+    REQUIRE(d.size() == 3);  // the pair with a NaN drops out
+    CHECK(d[0] == 0.5);
+    CHECK(d[1] == -1);
+    CHECK(d[2] == 3);
+    CHECK(count_positive(d) == "2/3");
+    CHECK(count_positive({NAN, -1}) == "0/1");
+}
+
 TEST_CASE("ridge_fit recovers a noise-free affine map; mean_se by hand") {
     const int N = 40, F = 3, K = 2;
     Rng rng(7);
@@ -340,15 +356,24 @@ TEST_CASE("task vectors: patching a residual with its own value changes nothing,
     CHECK(std::isfinite(e.tv_best_eq));
 }
 
-TEST_CASE("Table-1 markdown: mean ± 3·SE over seeds, – where a model has no value") {
+TEST_CASE("Table-1 markdown: mean ± 95% CI over seeds, – where a model has no value, paired differences") {
     ICLEval a, b, c;
-    a.base = 0.5; b.base = 0.7;  // mean 60%, se = 0.1 → ± 30.0%
+    a.base = 0.5; b.base = 0.7;  // mean 60%, se = 0.1 → ± t95(1)·se = 12.706 · 10% = 127.1%
     a.spec = 0.4; b.spec = NAN;  // one run: no ±
     c.base = 0.25;
     std::string md = icl_table_markdown({"x", "y"}, {{a, b}, {c}});
-    CHECK(md.find("| Base accuracy (dynamic y) | 60.0% ± 30.0% | 25.0% |") != std::string::npos);
+    CHECK(md.find("| Base accuracy (dynamic y) | 60.0% ± 127.1% | 25.0% |") != std::string::npos);
     CHECK(md.find("| Specialized accuracy (frozen y after ex. 2, ex. 1–2 removed) | 40.0% | – |") != std::string::npos);
     CHECK(md.find("Representation variation") == std::string::npos);  // no run has it: row left out
+    // paired: y − x seed by seed (y's second run has no base accuracy: one pair, so no interval)
+    CHECK(md.find("| Base accuracy (dynamic y) | (reference) | -25.0 ± – (0/1) |") != std::string::npos);
+    ICLEval d = a, e = b;
+    d.base = 0.55; e.base = 0.8;  // differences +5, +10 points: mean 7.5, sd 3.536, se 2.5 → ± 12.706 · 2.5 = 31.8
+    md = icl_table_markdown({"x", "y"}, {{a, b}, {d, e}});
+    CHECK(md.find("| Base accuracy (dynamic y) | (reference) | +7.5 ± 31.8 (2/2) |") != std::string::npos);
+    CHECK(md.find("| Specialized accuracy (frozen y after ex. 2, ex. 1–2 removed) | (reference) | +0.0 ± – (0/1) |") != std::string::npos);
+    // one seed per variant: nothing to pair
+    CHECK(icl_table_markdown({"x", "y"}, {{a}, {d}}).find("Paired") == std::string::npos);
 }
 
 TEST_CASE("BPE: chunks cover the text, merges start with the most frequent pair, every byte string round-trips") {
@@ -480,6 +505,9 @@ TEST_CASE("train_cgt --compare end to end: a tiny ICL table and an LR table; bad
     const std::string md = slurp(dir + "/icl/table.md");
     CHECK(md.find("| Specialized accuracy (frozen y after ex. 2, ex. 1–2 removed) | – |") != std::string::npos);
     CHECK(md.find("(paper, Table 1") != std::string::npos);
+    // 2 seeds: paired differences, the specialized rows against eta1 (the first variant with a y)
+    CHECK(md.find("| Specialized accuracy (frozen y after ex. 2, ex. 1–2 removed) | – | (reference) |") != std::string::npos);
+    CHECK(md.find("| Base accuracy (dynamic y) | (reference) |") != std::string::npos);
     CHECK(slurp(dir + "/out.txt").find("spectra.png") != std::string::npos);
     CHECK(std::filesystem::exists(dir + "/icl/aux-reg-s2/ndot.png"));
     CHECK(std::filesystem::exists(dir + "/icl/aux-reg-s2/yl.npy"));

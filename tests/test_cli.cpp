@@ -50,6 +50,22 @@ TEST_CASE("defaults, explicit values, presets, switches") {
     CHECK(d.values().at("--layers") == "2");
 }
 
+TEST_CASE("per_seed_args: --seed, --seeds and --out replaced in both spellings, the rest kept in order") {
+    const std::vector<std::string> args = {"--preset", "small", "--seed=3", "--seeds", "2", "--out", "o", "--steps", "5", "--out=p"};
+    const auto a = per_seed_args(args, 3, 2, "top");
+    REQUIRE(a.size() == 2);
+    CHECK(a[0] == std::vector<std::string>{"--preset", "small", "--steps", "5", "--seed", "3", "--out", "top/seed1"});
+    CHECK(a[1] == std::vector<std::string>{"--preset", "small", "--steps", "5", "--seed", "4", "--out", "top/seed2"});
+    // each parses back: the seed and folder given, everything else as before
+    Cli c = make_cli();
+    c.flag("--seeds", "1", "runs");
+    REQUIRE(c.parse(a[1]));
+    CHECK(c.get_seed() == 4);
+    CHECK(c.get("--out") == "top/seed2");
+    CHECK(c.get_int("--steps") == 5);
+    CHECK(c.get_int("--layers") == 2);  // the preset's
+}
+
 TEST_CASE("bad input is one line naming the flag, exit code 2") {
     struct Case { std::vector<std::string> args; const char* read; const char* needle; };
     std::vector<Case> cases = {

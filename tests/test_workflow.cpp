@@ -330,12 +330,15 @@ TEST_CASE("tint lm --seeds 3: one study per seed and a table of means ± 95% CI 
     CHECK(r.out.find("# tint lm over 3 seeds") != std::string::npos);
     const nlohmann::json s = nlohmann::json::parse(icl_test::slurp(d + "/summary.json"));
     CHECK(s["seeds"] == 3);
+    CHECK(s["provenance"]["seeds"] == 3);
     REQUIRE(!s["rows"].empty());
     // recompute the first arm's paired change from the three runs' own summaries
     std::vector<double> change;
     for (int k = 1; k <= 3; k++) {
         const nlohmann::json one = nlohmann::json::parse(icl_test::slurp(d + "/seed" + std::to_string(k) + "/summary.json"));
         CHECK(one["flags"]["seed"] == std::to_string(k));
+        CHECK(one["provenance"]["seed"] == k);  // each seed's own record, not the whole run's
+        CHECK(one["provenance"]["seeds"] == 1);
         const nlohmann::json& row = one["rows"][0];
         change.push_back(100 * (row["ppl_test"].get<double>() / row["ppl_vanilla"].get<double>() - 1));
     }

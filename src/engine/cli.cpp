@@ -331,6 +331,24 @@ static std::set<std::string>& unused_by_subcommand() {
     return s;
 }
 
+std::vector<std::vector<std::string>> per_seed_args(const std::vector<std::string>& args, uint64_t seed0, int n, const std::string& dir) {
+    std::vector<std::string> base;  // the command line without --seed, --seeds and --out
+    for (size_t i = 0; i < args.size(); i++) {
+        bool drop = false;
+        for (const char* f : {"--seed", "--seeds", "--out"}) {
+            if (args[i] == f) { drop = true; i++; }                              // "--flag value"
+            else if (args[i].rfind(std::string(f) + "=", 0) == 0) drop = true;  // "--flag=value"
+        }
+        if (!drop) base.push_back(args[i]);
+    }
+    std::vector<std::vector<std::string>> out;
+    for (int k = 0; k < n; k++) {
+        out.push_back(base);
+        out.back().insert(out.back().end(), {"--seed", std::to_string(seed0 + (uint64_t)k), "--out", dir + "/seed" + std::to_string(k + 1)});
+    }
+    return out;
+}
+
 RunEnv apply_run_flags(const Cli& cli) {
     RunEnv e;
     e.threads = apply_threads(cli);

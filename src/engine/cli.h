@@ -122,6 +122,12 @@ using FlagUsers = std::vector<std::pair<std::string, std::vector<std::string>>>;
 void refuse_unused_flags(const Cli& cli, const std::string& sub, const FlagUsers& users, const std::string& label = "");
 int run_subcommand(const Cli& cli, const std::vector<Subcommand>& table);
 
+// --seeds N for a binary whose whole run is one experiment (train_gpt, tint lm/fewshot): the command line `args`
+// once per seed, each with --seed seed0+k and --out DIR/seed<k+1> in place of the given --seed, --seeds and --out.
+//   per_seed_args({"--steps", "5", "--seeds", "2"}, 7, 2, "out/x") = {{"--steps", "5", "--seed", "7", "--out", "out/x/seed1"},
+//                                                                   {"--steps", "5", "--seed", "8", "--out", "out/x/seed2"}}
+std::vector<std::vector<std::string>> per_seed_args(const std::vector<std::string>& args, uint64_t seed0, int n, const std::string& dir);
+
 // Every binary's main():   int main(int argc, char** argv) { return icl::cli_main(argc, argv, run); }
 // Runs `run`; an icl::Error becomes "error: <message>" on stderr and its exit code (2 for bad flags),
 // any other std::exception "error: <what>" and exit code 1.

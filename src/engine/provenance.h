@@ -31,6 +31,20 @@ struct RunRecord {
 };
 void set_run_record(const RunRecord& r);
 const RunRecord& run_record();
+// While one seed of a --seeds run executes, the record says that seed alone (seed, 1 seed); the whole run's record
+// comes back when the scope ends (its table then names the first seed and the count).
+struct SeedScope {
+    RunRecord saved;
+    explicit SeedScope(int64_t seed) : saved(run_record()) {
+        RunRecord r = saved;
+        r.seed = seed;
+        r.seeds = 1;
+        set_run_record(r);
+    }
+    ~SeedScope() { set_run_record(saved); }
+    SeedScope(const SeedScope&) = delete;
+    SeedScope& operator=(const SeedScope&) = delete;
+};
 
 nlohmann::json provenance_json();   // {"commit", "compiler", "cpu", "isa", "threads", "device", "seeds", "date"}
 std::string provenance_line();      // the same on one line: "icl.cpp <commit>, <compiler>, <cpu> (<isa>), …"

@@ -35,6 +35,29 @@ double t95(int df) {
     return df <= 30 ? t[df] : 1.96 + 2.4 / df;
 }
 
+std::string mean_ci(const std::vector<double>& v, const char* fmt, double k) {
+    const MeanSE m = mean_se(v);
+    if (m.n == 0) return "–";
+    std::string f = fmt;  // the half-width without a sign flag
+    for (size_t p = f.find('%'); p != std::string::npos; p = f.find('%', p + 1))
+        if (p + 1 < f.size() && f[p + 1] == '+') f.erase(p + 1, 1);
+    return strfmt(fmt, k * m.mean) + " ± " + (m.n > 1 ? strfmt(f.c_str(), k * t95(m.n - 1) * m.se) : std::string("–"));
+}
+
+std::vector<double> paired_diff(const std::vector<double>& a, const std::vector<double>& b) {
+    std::vector<double> d;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); i++)
+        if (std::isfinite(a[i]) && std::isfinite(b[i])) d.push_back(a[i] - b[i]);
+    return d;
+}
+
+std::string count_positive(const std::vector<double>& v) {
+    int n = 0, p = 0;
+    for (double x : v)
+        if (std::isfinite(x)) { n++; p += x > 0; }
+    return std::to_string(p) + "/" + std::to_string(n);
+}
+
 // ---- ridge -----------------------------------------------------------------------------------------------
 
 void cholesky_solve(std::vector<double>& A, std::vector<double>& b, int n, int K) {

@@ -3,7 +3,8 @@
 // t-SNE, the Bayes-optimal error of in-context linear regression, and a k-nearest-neighbour label accuracy
 // (how well categories cluster). All in double precision on the host; inputs are small (≤ a few thousand rows).
 //
-//   MeanSE m = mean_se({0.77, 0.78, 0.79});          // m.mean, m.se (= sd/√n, sd with n−1); "77.8% ± 1.7%" = 3·se
+//   MeanSE m = mean_se({0.77, 0.78, 0.79});          // m.mean, m.se (= sd/√n, sd with n−1)
+//   mean_ci({0.77, 0.78, 0.79}, "%.1f%%", 100);      // "78.0% ± 2.5%": mean ± t95(2)·se, the 95% interval
 //   Ridge r = ridge_fit(X, Y, N, F, K, 1e-3);        // Y (N,K) ≈ [X 1]·W
 //   std::vector<double> p = power_spectrum(x, n);    // |DFT_k|², k = 0..n/2
 //   std::vector<double> Y2 = tsne(X, N, F, {});      // (N,2)
@@ -28,6 +29,14 @@ MeanSE mean_se(const std::vector<double>& v);  // NaN entries are skipped; n = 0
 // confidence interval of a mean of n replicates is mean ± t95(n−1)·se. Tabulated to df = 30, then 1.96 + 2.4/df
 // (within 0.002 of the exact quantile).
 double t95(int df);
+// A table cell "mean ± half-width of the 95% interval" with both numbers in printf format fmt after scaling by k
+// (a leading '+' flag only on the mean); "mean ± –" for one value, "–" for none.
+std::string mean_ci(const std::vector<double>& v, const char* fmt, double k = 1);
+// Paired differences a[i] − b[i] over the replicates both have (NaN in either skips the pair): the paired
+// comparison of two variants run with the same seeds. E.g. mean_ci(paired_diff(a, b), "%+.1f", 100).
+std::vector<double> paired_diff(const std::vector<double>& a, const std::vector<double>& b);
+// "k/n": how many of the finite values are > 0 (a sign count beside a paired interval, e.g. "3/3").
+std::string count_positive(const std::vector<double>& v);
 
 // ---- ridge least squares ---------------------------------------------------------------------------------
 // W ((F+1),K) minimizing ‖[X 1]W − Y‖² + λ‖W[:F]‖² (the bias row is not penalized). X (N,F), Y (N,K), row-major.

@@ -235,16 +235,51 @@ std::string column_title(const std::string& v, double eta) {
     return v;
 }
 
-// One table cell over the runs of a variant: "mean ± 3·SE" in printf format fmt after scaling by k (the ± part
-// only with ≥ 2 runs), "–" when no run has the value (NaN). E.g. "77.7% ± 0.8%" from fmt "%.1f%%", k 100.
+// One table cell over the runs of a variant: mean ± the half-width of its 95% interval (Student t over the
+// seeds; report/analysis.h mean_ci) in printf format fmt after scaling by k, the mean alone for one run, "–" when
+// no run has the value (NaN). E.g. "77.7% ± 0.8%" from fmt "%.1f%%", k 100.
 std::string cell(const std::vector<double>& vals, const char* fmt, double k = 1) {
-    MeanSE m = mean_se(vals);
-    if (m.n == 0) return "–";
-    std::string s = strfmt(fmt, m.mean * k);
-    if (m.n > 1) s += " ± " + strfmt(fmt, 3 * m.se * k);
-    return s;
+    const MeanSE m = mean_se(vals);
+    return m.n == 1 ? strfmt(fmt, m.mean * k) : mean_ci(vals, fmt, k);
 }
 std::string cell(const std::vector<double>& vals, bool percent) { return percent ? cell(vals, "%.1f%%", 100) : cell(vals, "%.3f"); }
+
+// One row of a paired comparison: values[variant][seed] (the same seeds in every variant), printed as fmt × k.
+struct PairedRow {
+    std::string label;
+    std::vector<std::vector<double>> values;
+    const char* fmt;
+    double k;
+};
+
+// The paired differences of a table's main rows: per row, every variant minus the row's reference (the first
+// variant that has the row's value), seed by seed, as mean ± 95% interval over the seeds and the count of seeds
+// where the difference is > 0. Empty with fewer than 2 seeds or 2 variants: nothing to pair.
+std::string paired_markdown(const std::vector<std::string>& variants, const std::vector<PairedRow>& rows) {
+    if (variants.size() < 2 || rows.empty() || rows[0].values.empty() || rows[0].values[0].size() < 2) return "";
+    std::string md = "\nPaired differences (same seed; mean ± 95% interval over the seeds, and in how many seeds the difference "
+                     "is > 0), each row against its first column with a value:\n\n| |";
+    for (auto& v : variants) md += " " + v + " |";
+    md += "\n|---|";
+    for (size_t i = 0; i < variants.size(); i++) md += "---|";
+    md += "\n";
+    for (const PairedRow& r : rows) {
+        int ref = -1;
+        for (size_t i = 0; i < r.values.size() && ref < 0; i++)
+            if (mean_se(r.values[i]).n > 0) ref = (int)i;
+        if (ref < 0) continue;
+        std::string line = "| " + r.label + " |", f = std::string("%+") + (r.fmt + 1);  // a sign on every difference
+        int cells = 0;
+        for (size_t i = 0; i < r.values.size(); i++) {
+            const std::vector<double> d = paired_diff(r.values[i], r.values[ref]);
+            if ((int)i == ref) line += " (reference) |";
+            else if (d.empty()) line += " – |";
+            else { line += " " + mean_ci(d, f.c_str(), r.k) + " (" + count_positive(d) + ") |"; cells++; }
+        }
+        if (cells) md += line + "\n";
+    }
+    return md;
+}
 
 }  // namespace
 
@@ -267,19 +302,24 @@ std::string icl_table_markdown(const std::vector<std::string>& variants, const s
     md += "\n|---|";
     for (size_t i = 0; i < variants.size(); i++) md += "---|";
     md += "\n";
+    std::vector<PairedRow> paired;
     for (const Row& r : rows) {
         bool any = false;
         std::string line = std::string("| ") + r.label + " |";
+        PairedRow pr{r.label, {}, r.percent ? "%.1f" : "%.3f", r.percent ? 100.0 : 1.0};
         for (size_t i = 0; i < variants.size(); i++) {
             std::vector<double> v;
             for (const ICLEval& e : runs[i]) v.push_back(e.*(r.field));
             std::string c = cell(v, r.percent);
             any |= c != "–";
             line += " " + c + " |";
+            pr.values.push_back(v);
         }
         if (any) md += line + "\n";
+        // the accuracies the paper compares (Table 1's first two rows, and the examples kept in context)
+        if (r.field == &ICLEval::base || r.field == &ICLEval::spec || r.field == &ICLEval::ctx) paired.push_back(pr);
     }
-    return md;
+    return md + paired_markdown(variants, paired);
 }
 
 namespace {
@@ -323,18 +363,22 @@ std::string lr_table_markdown(const std::vector<std::string>& variants, const st
     md += " Bayes (ridge) |\n|---|";
     for (size_t i = 0; i <= variants.size(); i++) md += "---|";
     md += "\n";
+    std::vector<PairedRow> paired;
     for (auto& r : rows) {
         md += "| " + r.first + " |";
+        PairedRow pr{r.first, {}, "%.3g", 1.0};
         for (size_t i = 0; i < variants.size(); i++) {
             std::vector<double> v;
             for (const LREval& e : runs[i]) v.push_back(r.second(e));
             md += " " + cell(v, "%.4g") + " |";
+            pr.values.push_back(v);
         }
+        if (r.first.find("mean over queries") != std::string::npos) paired.push_back(pr);
         // the Bayes column: the same row applied to an LREval whose "dynamic" curve is the ridge curve
         const double bay = r.second(LREval{runs[0][0].bayes, {}, {}, runs[0][0].bayes, 0});
         md += std::isfinite(bay) ? strfmt(" %.4g |\n", bay) : " – |\n";
     }
-    return md;
+    return md + paired_markdown(variants, paired);
 }
 
 std::vector<double> text_smooth(const std::vector<double>& v) {
@@ -375,16 +419,20 @@ std::string text_table_markdown(const std::vector<std::string>& variants, const 
     md += "\n|---|";
     for (size_t i = 0; i < variants.size(); i++) md += "---|";
     md += "\n";
+    std::vector<PairedRow> paired;
     for (auto& r : rows) {
         md += "| " + r.first + " |";
+        PairedRow pr{r.first, {}, "%.4f", 1.0};
         for (size_t i = 0; i < variants.size(); i++) {
             std::vector<double> v;
             for (const TextEval& e : runs[i]) v.push_back(r.second(e));
             md += " " + cell(v, "%.4f") + " |";
+            pr.values.push_back(v);
         }
         md += "\n";
+        if (r.first.rfind("CE part 2", 0) == 0) paired.push_back(pr);
     }
-    return md;
+    return md + paired_markdown(variants, paired);
 }
 
 }  // namespace
@@ -484,7 +532,7 @@ int cgt_compare(const Cli& cli, const std::vector<std::string>& variants, const 
         }
     }
     std::string md = "# train_cgt --compare " + cli.get("--compare") + " (" + task0.kind + ")\n\n";
-    md += strfmt("%d seed(s) per variant, %d training steps each, evaluated on %d fixed sequences; cells: mean ± 3·standard error over seeds.\n\n",
+    md += strfmt("%d seed(s) per variant, %d training steps each, evaluated on %d fixed sequences; cells: mean ± the half-width of a 95%% confidence interval (Student t over the seeds).\n\n",
                  seeds, steps, eo.eval_seqs);
     nlohmann::json summary = {{"binary", "train_cgt"}, {"compare", variants}, {"seeds", seeds}, {"steps", steps}, {"task", task0.kind},
                               {"flags", cli_json(cli.values())}, {"threads", threads}, {"device", device_name(dev)}, {"runs", runs}};

@@ -1,6 +1,7 @@
 // cgt_experiment.h — train_cgt's runs: one CGT (or baseline) trained with the shared trainer and then
 // evaluated for its task (models/cgt/cgt_eval.h), and --compare experiments that train several variants over
-// several seeds and write the comparison table (spec/cgt.md §5: Table 1 style, mean ± 3·standard error).
+// several seeds and write the comparison table (spec/cgt.md §5: Table 1 style, mean ± 95% interval over the
+// seeds, then the paired differences between variants).
 //
 //   variants (--compare a,b,…), all sharing every architecture flag:
 //     baseline   the x-only GPT (ℓ = 0: same registry, same x weights; no y stream)
@@ -69,7 +70,7 @@ CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, u
 int cgt_compare(const Cli& cli, const std::vector<std::string>& variants, const CGTConfig& cfg, const CGTLoss& loss, Device dev, int threads);
 
 // The Table-1-style markdown table of an arithmetic experiment (rows: metrics; columns: variants; cells
-// "mean ± 3·SE" over the runs of each variant) — exposed for tests.
+// "mean ± 95% CI" over the runs of each variant, then the paired differences) — exposed for tests.
 std::string icl_table_markdown(const std::vector<std::string>& variants, const std::vector<std::vector<ICLEval>>& runs);
 
 }  // namespace icl

@@ -404,14 +404,17 @@ int cmd_e1(const Cli& cli) {
         std::vector<double> v32, v64, vn;  // per pair: each pair (fresh weights, biases, tokens, lengths) is a replicate
         // fp64 is slow on big models: at most 3 trials above 10M parameters, none above 1B (its buffers alone: 64 GB)
         int t64 = c.num_params() > 1000000000 ? 0 : c.num_params() > 10000000 ? std::min(trials, 3) : trials;
-        Rng lengths(4242);
+        // trial t of --seed s draws from seed 1000 + t + (s − 1)·1000003 (--seed 1: 1000, 1001, …), so the trials
+        // of different --seed values never share a draw
+        const uint64_t s0 = 1000 + (cli.get_seed() - 1) * 1000003ull;
+        Rng lengths(4242 + (cli.get_seed() - 1) * 7919ull);
         for (int t = 0; t < trials; t++) {
             const int M = Mlo + (int)lengths.below((uint64_t)(Mhi - Mlo + 1)), N = Nlo + (int)lengths.below((uint64_t)(Nhi - Nlo + 1));
             double a, b;
-            e1_trial<float>(c, run_device(cli), 1000 + t, M, N, a, b);
+            e1_trial<float>(c, run_device(cli), s0 + t, M, N, a, b);
             v32.push_back(a);
             vn.push_back(b);
-            if (t < t64) { e1_trial<double>(c, Device::cpu, 1000 + t, M, N, a, b); v64.push_back(a); }
+            if (t < t64) { e1_trial<double>(c, Device::cpu, s0 + t, M, N, a, b); v64.push_back(a); }
         }
         // mean ± t95(n−1)·se: a 95% interval of the mean over pairs ("±–" for a single pair)
         const MeanSE m32 = mean_se(v32), m64 = mean_se(v64), mn = mean_se(vn);
@@ -529,6 +532,8 @@ int cmd_e3(const Cli& cli) {
     vloss.title = "E3: validation loss, bias terms vs none"; vloss.xlabel = "step"; vloss.ylabel = "val loss";
     acc.title = "E3: in-context accuracy (val)"; acc.xlabel = "step"; acc.ylabel = "accuracy";
     nlohmann::json rows = nlohmann::json::array();
+    // per arm (index 1 = bias, 0 = no bias), one value per seed: final train loss, final val ICL accuracy, emergence step
+    std::vector<double> f_loss[2], f_acc[2], f_emerged[2];
     for (int bias = 1; bias >= 0; bias--)
         for (int sd = 0; sd < seeds; sd++) {
             CsvTable tab = read_csv(sub_dir(bias, sd) + "/log.csv");
@@ -555,17 +560,46 @@ int cmd_e3(const Cli& cli) {
             for (size_t i = 0; i < as.x.size(); i++)
                 if (as.y[i] >= 0.9) { emerged = as.x[i]; break; }
             const double final_loss = tl.empty() ? NAN : tl.back(), final_acc = as.y.empty() ? NAN : as.y.back();
+            f_loss[bias].push_back(final_loss);
+            f_acc[bias].push_back(final_acc);
+            f_emerged[bias].push_back(emerged);
             rows.push_back({{"bias", bias}, {"seed", sd + 1}, {"final_loss", final_loss}, {"final_icl_acc", final_acc},
                             {"step_icl_acc_90", std::isfinite(emerged) ? nlohmann::json(emerged) : nlohmann::json(nullptr)}});
             std::printf("E3 %-8s seed %d: final train loss %.4f, val ICL acc %.4f, first eval with ICL acc >= 90%%: %s\n",
                         bias ? "bias" : "no-bias", sd + 1, final_loss, final_acc,
                         std::isfinite(emerged) ? strfmt("step %.0f", emerged).c_str() : "never");
         }
+    // the arms over the seeds, and bias − no bias seed by seed (both arms of a seed start from the same weights
+    // and see the same data, so the paired difference is the comparison). A run that never reaches 90% has no
+    // emergence step and drops out of that row (its count shows in "n").
+    auto n_of = [](const std::vector<double>& v) { return std::to_string(mean_se(v).n); };
+    std::string md = strfmt("# iclca e3: bias terms vs none, %d seed(s) per arm, %d steps, T = %d\n\n"
+                            "Mean ± the half-width of a 95%% interval (Student t over the seeds); paired = bias − no bias, same seed "
+                            "(in how many seeds it is > 0).\n\n", seeds, steps, T);
+    md += "| | bias | no bias | paired difference | n |\n|---|---|---|---|---|\n";
+    nlohmann::json agg = nlohmann::json::object();
+    auto row = [&](const char* label, const char* key, const std::vector<double>* v, const char* fmt) {
+        const std::vector<double> d = paired_diff(v[1], v[0]);
+        const std::string f = std::string("%+") + (fmt + 1);
+        md += strfmt("| %s | %s | %s | %s (%s) | %s / %s |\n", label, mean_ci(v[1], fmt).c_str(), mean_ci(v[0], fmt).c_str(),
+                     mean_ci(d, f.c_str()).c_str(), count_positive(d).c_str(), n_of(v[1]).c_str(), n_of(v[0]).c_str());
+        const MeanSE b = mean_se(v[1]), nb = mean_se(v[0]), pd = mean_se(d);
+        auto js = [](const MeanSE& m) {
+            return m.n ? nlohmann::json({{"mean", m.mean}, {"ci95", m.n > 1 ? t95(m.n - 1) * m.se : NAN}, {"n", m.n}}) : nlohmann::json(nullptr);
+        };
+        agg[key] = {{"bias", js(b)}, {"no_bias", js(nb)}, {"paired_bias_minus_no_bias", js(pd)}};
+    };
+    row("final training loss (last step)", "final_loss", f_loss, "%.4f");
+    row("final validation ICL accuracy", "final_icl_acc", f_acc, "%.4f");
+    row("first evaluation with ICL accuracy ≥ 90% (step)", "step_icl_acc_90", f_emerged, "%.0f");
+    std::printf("\n%s", md.c_str());
     save_line_plot(dir + "/e3_loss.png", loss);
     save_line_plot(dir + "/e3_val_loss.png", vloss);
     save_line_plot(dir + "/e3_icl_acc.png", acc);
-    write_run_summary(dir + "/summary.json", nlohmann::json{{"experiment", "e3"}, {"runs", rows}, {"flags", cli_json(cli.values())}});
-    std::printf("wrote %s/{e3_loss.png,e3_val_loss.png,e3_icl_acc.png,summary.json}\n", dir.c_str());
+    write_file_atomic(dir + "/table.md", md + "\n_" + provenance_line() + "_\n");
+    write_run_summary(dir + "/summary.json",
+                      nlohmann::json{{"experiment", "e3"}, {"runs", rows}, {"aggregate", agg}, {"flags", cli_json(cli.values())}});
+    std::printf("wrote %s/{table.md,e3_loss.png,e3_val_loss.png,e3_icl_acc.png,summary.json}\n", dir.c_str());
     return 0;
 }
 
