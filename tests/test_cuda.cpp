@@ -98,6 +98,10 @@ Vec down(const Buffer<float>& b, size_t n) {
 }
 
 // GPU result `got` against the fp64 reference `ref`, element by element (engine/compare.h's criterion).
+// Default atol 1e-5, rtol 1e-4: an fp32 sum of K terms of size ~1 is off the fp64 one by at most ~K·2⁻²⁴ (6e-8·K)
+// and in practice ~√K·6e-8, so 1e-4 relative holds for the K ≤ ~1000 (dot products, reductions) of these tests'
+// sizes with room for the different summation order of the GPU kernels; atol covers outputs near 0 (cancellation).
+// It is a bound, not a measurement: no GPU has run these tests yet — the first run should record the worst d/tol.
 void check_close(const std::string& name, const Vec& ref, const Vec& got, double atol = 1e-5, double rtol = 1e-4) {
     REQUIRE(ref.size() == got.size());
     TensorDiff d = compare_tensor(name, "", Shape{(int64_t)ref.size()}, ref.data(), got.data(), atol, rtol);

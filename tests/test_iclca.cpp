@@ -179,14 +179,16 @@ TEST_CASE("RoPE algebra (spec §6.12): composition, transpose, norm, relative po
     std::vector<double> e = {1, 0}, o(2), t(2);
     rope_table(t.data(), 2, 2);
     rope_apply(o.data(), e.data(), t.data(), 2);
-    CHECK(o[0] == doctest::Approx(std::cos(2.0)));
-    CHECK(o[1] == doctest::Approx(std::sin(2.0)));
-    CHECK(t1[1] == doctest::Approx(std::cos(7 * std::pow(10000.0, -2.0 / 6))));
+    // fp64 sines and cosines of the same angles: equal to a few ulps (relative 1e-14; a bare Approx would allow 1.2e-5)
+    auto near = [](double v) { return doctest::Approx(v).scale(0).epsilon(1e-14); };
+    CHECK(o[0] == near(std::cos(2.0)));
+    CHECK(o[1] == near(std::sin(2.0)));
+    CHECK(t1[1] == near(std::cos(7 * std::pow(10000.0, -2.0 / 6))));
     // rope_rows rotates row pairs of a matrix = rope_apply on every column
     std::vector<double> A = {1, 2, 3, 4, 5, 6};  // (2,3)
     rope_rows(A.data(), 2, 3, 0.5);
-    CHECK(A[0] == doctest::Approx(1 * std::cos(0.5) - 4 * std::sin(0.5)));
-    CHECK(A[3] == doctest::Approx(1 * std::sin(0.5) + 4 * std::cos(0.5)));
+    CHECK(A[0] == near(1 * std::cos(0.5) - 4 * std::sin(0.5)));
+    CHECK(A[3] == near(1 * std::sin(0.5) + 4 * std::cos(0.5)));
 }
 
 TEST_CASE("kernel attention: chunked parallel form = O(T²) definition, with biases and RoPE (fp64, T crosses chunks)") {
