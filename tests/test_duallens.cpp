@@ -542,6 +542,49 @@ TEST_CASE("train_gpt / duallens binaries: --attn-* flags, one-line errors") {
     std::system(("rm -rf " + dir).c_str());
 }
 
+TEST_CASE("duallens experiment: the table's paired difference and its 95% interval are the runs' own, seed by seed") {
+    icl_test::TmpDir tmp;
+    const std::string dir = tmp.path;
+    Cmd r = run_bin("duallens experiment --preset tiny --models m1 --families baseline,regularized --seeds 2 --threads 1 --out " + dir);
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    // runs.csv: one row per (config, seed); the plain and the α = 0.5 runs of each seed
+    std::vector<double> plain, reg;
+    const std::string csv = icl_test::csv_body(icl_test::slurp(dir + "/runs.csv"));
+    std::istringstream in(csv);
+    std::string line;
+    std::getline(in, line);  // header: model,noise,family,config,seed,params,test_nmse,…
+    while (std::getline(in, line)) {
+        std::vector<std::string> f;
+        std::stringstream ls(line);
+        for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+        REQUIRE(f.size() >= 7);
+        if (f[1] != "0") continue;  // the noiseless rows
+        if (f[2] == "baseline") plain.push_back(std::stod(f[6]));
+        if (f[3] == "a=0.5") reg.push_back(std::stod(f[6]));
+    }
+    REQUIRE(plain.size() == 2);
+    REQUIRE(reg.size() == 2);
+    const double d1 = reg[0] - plain[0], d2 = reg[1] - plain[1];
+    // table.csv's regularized row at noise 0: delta = mean of the paired differences, ci95 = t95(1)·|d1 − d2|/2
+    bool found = false;
+    const std::string t = icl_test::csv_body(icl_test::slurp(dir + "/table.csv"));
+    std::istringstream tin(t);
+    std::getline(tin, line);
+    while (std::getline(tin, line)) {
+        std::vector<std::string> f;
+        std::stringstream ls(line);
+        for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+        if (f.size() < 13 || f[1] != "0" || f[3] != "a=0.5") continue;
+        found = true;
+        // both CSVs print %.6g: each nMSE (< 1) is off by ≤ 5e-7, so the mean difference by ≤ 1e-6 and the
+        // interval by ≤ 12.706 · 1e-6 = 1.3e-5 (t95(1) itself is tabulated to 3 decimals: ≤ 4e-5 relative)
+        CHECK(std::fabs(std::stod(f[11]) - (d1 + d2) / 2) <= 1.1e-6);
+        CHECK(std::fabs(std::stod(f[12]) - 12.706 * std::fabs(d1 - d2) / 2) <= 1.4e-5 + 4e-5 * std::stod(f[12]));
+    }
+    CHECK(found);
+    CHECK(icl_test::slurp(dir + "/results.md").find("paired difference from plain attention") != std::string::npos);
+}
+
 TEST_CASE("Taylor features: phi_P(x).phi_P(y) is the truncated exponential series; dimension C(dk+P, P)") {
     Rng r(901);
     for (auto [dk, P] : std::vector<std::pair<int, int>>{{2, 16}, {3, 12}, {4, 6}}) {

@@ -25,6 +25,7 @@
 #include "engine/cli.h"
 #include "engine/comm.h"
 #include "engine/npy.h"
+#include "report/analysis.h"
 #include "report/plot.h"
 #include "engine/run.h"
 #include "engine/provenance.h"
@@ -448,9 +449,12 @@ int cmd_experiment(const Cli& cli) {
             }
     // ---- the table: mean ± std over seeds, beside the references --------------------------------------------------
     TextOut tab(dir + "/table.csv", csv_provenance_comment());
-    tab.printf("model,noise,family,config,seeds,mean,std,median,min,max,delta_vs_baseline,better_than_baseline,handbuilt_smoother,spec_prediction\n");
-    md += strfmt("In-context linear regression, d=%d, N=%d; normalized MSE = MSE/d on %d fresh test prompts; mean ± std over %d seeds, "
-                 "%d steps of Adam (lr %g, batch %d).\n\n", task.d, task.N, ntest, seeds, steps, lr, B);
+    tab.printf("model,noise,family,config,seeds,mean,std,ci95,median,min,max,delta_vs_baseline,delta_ci95,better_than_baseline,handbuilt_smoother,"
+               "spec_prediction\n");
+    md += strfmt("In-context linear regression, d=%d, N=%d; normalized MSE = MSE/d on %d fresh test prompts; mean ± the half-width of a 95%% "
+                 "interval over %d seeds (Student t); \"vs plain\": the paired difference from plain attention, seed by seed, mean ± 95%% "
+                 "interval, and in how many seeds the configuration is better; %d steps of Adam (lr %g, batch %d).\n\n",
+                 task.d, task.N, ntest, seeds, steps, lr, B);
     for (double noise : noises) {
         const RegReference& r = refs[noise];
         md += strfmt("**noise sigma = %g** — references: zero predictor %.4f, OLS %.2g, one GD step (eta* = N/(N+d+1)) %.4f (theory %.4f), "
@@ -479,10 +483,13 @@ int cmd_experiment(const Cli& cli) {
                 const double med = sorted.empty() ? NAN : sorted.size() % 2 ? sorted[sorted.size() / 2]
                                                                              : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
                 const double hb = c.family == "negative" ? neg_refs[strfmt("%g|%s", noise, c.name.c_str())] : c.family == "baseline" ? r.smoother : NAN;
-                tab.printf("%s,%g,%s,%s,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g\n", model.c_str(), noise, c.family.c_str(), c.name.c_str(),
-                             v.size(), mean, sd, med, mn, mx, mean - m0, better, hb, c.spec_pred);
-                md += c.family == "baseline" ? strfmt(" %.4f ± %.4f | %.4f | | |", mean, sd, med)
-                                             : strfmt(" %.4f ± %.4f | %.4f | %+.4f | %d/%zu |", mean, sd, med, mean - m0, better, v.size());
+                const std::vector<double> d = paired_diff(v, v0);
+                const MeanSE mv = mean_se(v), md0 = mean_se(d);
+                const double ci = mv.n > 1 ? t95(mv.n - 1) * mv.se : NAN, dci = md0.n > 1 ? t95(md0.n - 1) * md0.se : NAN;
+                tab.printf("%s,%g,%s,%s,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g\n", model.c_str(), noise, c.family.c_str(), c.name.c_str(),
+                           v.size(), mean, sd, ci, med, mn, mx, mean - m0, dci, better, hb, c.spec_pred);
+                md += c.family == "baseline" ? " " + mean_ci(v, "%.4f") + strfmt(" | %.4f | | |", med)
+                                             : " " + mean_ci(v, "%.4f") + strfmt(" | %.4f | ", med) + mean_ci(d, "%+.4f") + strfmt(" | %d/%zu |", better, v.size());
             }
             const double hb = c.family == "negative" ? neg_refs[strfmt("%g|%s", noise, c.name.c_str())] : c.family == "baseline" ? r.smoother : NAN;
             md += std::isfinite(hb) ? strfmt(" %.4f |", hb) : std::string(" |");

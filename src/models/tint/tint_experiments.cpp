@@ -359,7 +359,7 @@ int cmd_bench(const Cli& cli) {
     TintConfig c = tint_config(cli, g);
     const int k = (int)cli.get_int("--k", 1, g.L), s = (int)cli.get_int("--s", 1, 1000), T = g.maxT;
     std::printf("tint bench: auxiliary %s model L=%d d=%d T=%d V=%d (%lld parameters); TinT K=%d D=%d, k=%d s=%d; %d threads\n"
-                "(timings on a shared, busy 2-core machine: medians of repeated runs)\n\n",
+                "(medians of 5 runs each; on a shared machine pause other jobs first)\n\n",
                 g.act.c_str(), g.L, g.C, T, g.V, (long long)g.num_params(), c.K(), c.D(), k, s, omp_get_max_threads());
     Tint<float> tt(c, sim_device(cli));
     nlohmann::json rows = nlohmann::json::array();
