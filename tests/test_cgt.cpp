@@ -877,6 +877,8 @@ TEST_CASE("inference modes: ctx mode, EMA γ = 0 / γ = 1 (§7.10), dynamic thro
 
 // Streamed outputs vs the parallel forward, every inference mode (spec §1.9, §7 invariant 11). One stream per
 // sequence; rel = max |stream − parallel| / max |parallel| over the compared rows.
+// The worst rel seen per precision (index 0 fp32, 1 fp64), printed by the test that calls check_streaming.
+double g_stream_worst[2] = {0, 0};
 template <typename real>
 void check_streaming(CGT<real>& m, const Batch& bt, double tol) {
     const int B = bt.B, T = bt.T, dy = m.cfg.dy, V = m.cfg.d_out > 0 ? m.cfg.d_out : m.cfg.V;  // V: output row width
@@ -887,6 +889,8 @@ void check_streaming(CGT<real>& m, const Batch& bt, double tol) {
             d = std::max(d, std::fabs((double)ref[ref_row * V + i] - (double)got[i]));
             mx = std::max(mx, std::fabs((double)ref[ref_row * V + i]));
         }
+        double& w = g_stream_worst[sizeof(real) == 8];
+        w = std::max(w, d / mx);
         return d / mx;
     };
     CGTStream<real> st(m);
@@ -955,7 +959,9 @@ TEST_CASE("KV-cache streaming decode = parallel forward in every inference mode 
             CGT<double> m(c, Device::cpu, 21);
             randomize(m, 22, 0.4);
             Batch bt = tiny_arith(3, T, 23);
-            check_streaming(m, bt, 1e-12);
+            // tolerances: measured worst rel over every mode, mixing and VAE case (the MESSAGE at the end; commit
+            // ddf1f30): fp64 1.8e-15, fp32 1.6e-6 — the stream sums in another order than the parallel pass
+            check_streaming(m, bt, 1e-14);
             CGT<float> mf(c, Device::cpu, 21);
             auto pd = m.s.to_host(m.s.params, 0, m.s.ptable.total);
             std::vector<float> pf(pd.begin(), pd.end());
@@ -969,7 +975,8 @@ TEST_CASE("KV-cache streaming decode = parallel forward in every inference mode 
     c.L = 3; c.ell = 1; c.dx = 9; c.NHx = 3; c.dy = 5; c.NHy = 1; c.V = 0; c.d_in = 3; c.d_out = 2;
     CGT<double> m(c, Device::cpu, 25);
     randomize(m, 26, 0.4);
-    check_streaming(m, lr, 1e-12);
+    check_streaming(m, lr, 1e-14);
+    MESSAGE("streaming vs parallel, worst rel: fp64 " << g_stream_worst[1] << ", fp32 " << g_stream_worst[0]);
 }
 
 TEST_CASE("loss composition (§7.17)") {

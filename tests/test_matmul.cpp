@@ -282,10 +282,14 @@ TEST_CASE("matmul float (fast GEMM, parallel bias / dbias) agrees with the fp64 
         }
         return err / scale;
     };
-    CHECK(max_rel(out_f, out_d) < 1e-5);
-    CHECK(max_rel(dinp_f, dinp_d) < 1e-5);
-    CHECK(max_rel(dw_f, dw_d) < 1e-5);
-    CHECK(max_rel(db_f, db_d) < 1e-5);
+    MESSAGE("fp32 vs fp64 max rel: out " << max_rel(out_f, out_d) << ", dinp " << max_rel(dinp_f, dinp_d) << ", dw " << max_rel(dw_f, dw_d)
+                                             << ", db " << max_rel(db_f, db_d));
+    // measured (commit ddf1f30, AVX-512 and the same bits on AVX2): out 4.0e-7, dinp 3.6e-7, dw 4.0e-7 (sums of
+    // 96–2048 fp32 products), db 1.3e-6 (a sum over N = 2048 rows); tolerances ~5× those
+    CHECK(max_rel(out_f, out_d) < 2e-6);
+    CHECK(max_rel(dinp_f, dinp_d) < 2e-6);
+    CHECK(max_rel(dw_f, dw_d) < 2e-6);
+    CHECK(max_rel(db_f, db_d) < 6e-6);
 }
 
 }  // TEST_SUITE

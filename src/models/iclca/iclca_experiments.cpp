@@ -485,8 +485,11 @@ int cmd_e2(const Cli& cli) {
         none_rel = std::max(none_rel, r.none_max_rel);
     }
     const std::string over = seeds == 1 ? "one seed" : strfmt("mean ± 95%% CI over %d %s", seeds, cli.has_value("--load") ? "evaluation draws" : "seeds");
-    std::printf("E2 induction (M=%d prompt, N=%d input tokens, %d chains, %ld scored positions per run; chance 1/52 = 1.92%%; %s)\n", M, N,
-                chains, runs[0].n, over.c_str());
+    // each run draws its own chains (seed-dependent), so the number of scored positions can differ between runs
+    long nlo = runs[0].n, nhi = runs[0].n;
+    for (const auto& rr : runs) { nlo = std::min<long>(nlo, rr.n); nhi = std::max<long>(nhi, rr.n); }
+    std::printf("E2 induction (M=%d prompt, N=%d input tokens, %d chains, %s scored positions per run; chance 1/52 = 1.92%%; %s)\n", M, N,
+                chains, nlo == nhi ? std::to_string(nlo).c_str() : strfmt("%ld–%ld", nlo, nhi).c_str(), over.c_str());
     std::printf("  %-28s %18s %18s   paper\n", "model", "accuracy", "(all occ.)");
     std::printf("  %-28s %18s %18s   99.95%%\n", "M_old,ICL (prompted)", show(icl).c_str(), show(icl_all).c_str());
     std::printf("  %-28s %18s %18s   99.95%%\n", "M_new,noICL (converted)", show(conv).c_str(), show(conv_all).c_str());
