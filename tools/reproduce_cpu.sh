@@ -71,7 +71,7 @@ entries=(
 "tint-fewshot|docs/tint.md (few-shot, 3 seeds: each trains its auxiliary model)|\$B/tint fewshot --seeds 3 --threads 1 --out \$O/tint-fewshot"
 "tint-fewshot-flip32|README, docs/tint.md (the stand-in where SGD helps: --labels flip, 32 demos, 3 seeds)|\$B/tint fewshot --labels flip --demos 32 --seq 320 --steps 1500 --episodes 60 --dev-episodes 24 --budgets 4:1 --etas 1e-2,1e-1,1 --seeds 3 --threads 1 --out \$O/tint-fewshot-flip32"
 "tint-fewshot-flip32-gamma|docs/tint.md (the same with --ln-gamma, on tint-fewshot-flip32's models)|for s in 1 2 3; do \$B/tint fewshot --labels flip --demos 32 --episodes 60 --dev-episodes 24 --budgets 4:1 --etas 1e-2,1e-1,1 --threads 1 --ln-gamma --load \$O/tint-fewshot-flip32/seed\$s/aux.safetensors --seed \$s --out \$O/tint-fewshot-flip32-gamma/seed\$s || exit 1; done && python3 $repo/tools/tint_paired.py \$O/tint-fewshot-flip32 \$O/tint-fewshot-flip32-gamma > \$O/tint-fewshot-flip32-gamma/paired.md"
-"tint-bench|docs/tint.md (performance)|\$B/tint bench --threads 1 --k 4 --out \$O/tint-bench"
+"tint-bench|docs/tint.md (performance)|OMP_NUM_THREADS=1 \$B/tint bench --threads 1 --k 4 --out \$O/tint-bench && OMP_NUM_THREADS=1 \$B/tint bench --threads 1 --k 1 --out \$O/tint-bench-k1"
 "duallens-check|docs/duallens.md (theory checks)|\$B/duallens check --out \$O/duallens-check"
 "duallens-features|docs/duallens.md (R2 random features)|\$B/duallens features --out \$O/duallens-features"
 "duallens-r5-m1|docs/duallens.md (R5, M1)|\$B/duallens experiment --models m1 --steps 4000 --seeds 5 --threads 1 --out \$O/duallens-r5-m1"
@@ -79,6 +79,7 @@ entries=(
 "bench-gemm|docs/benchmarks.md (GEMM)|OMP_NUM_THREADS=2 \$B/bench gemm --reps 7"
 "bench-model|docs/benchmarks.md (GPT train step)|OMP_NUM_THREADS=2 \$B/bench model --reps 7"
 "bench-cgt|docs/benchmarks.md (CGT train step)|OMP_NUM_THREADS=2 \$B/bench cgt --reps 7"
+"bench-pytorch|README, docs/benchmarks.md (the GPT step vs PyTorch; needs python3-torch and libopenblas0-pthread)|BUILD=\$B bash $repo/tools/bench_vs_pytorch.sh 2"
 )
 
 if [ $list = 1 ]; then
