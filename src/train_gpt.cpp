@@ -170,7 +170,7 @@ int run_seeds(const Cli& cli, const std::vector<std::string>& args, int n, const
         for (double x : v) md += std::isfinite(x) ? strfmt(" %.4f |", x) : " – |";
         md += " " + mean_ci(v, "%.4f") + " |\n";
         const MeanSE m = mean_se(v);
-        agg[key.substr(6)] = {{"values", v}, {"mean", m.mean}, {"ci95", m.n > 1 ? t95(m.n - 1) * m.se : NAN}, {"n", m.n}};
+        agg[key.substr(6)] = {{"values", v}, {"mean", m.mean}, {"ci95", ci95_half_width(m)}, {"n", m.n}};
     }
     LinePlot p = make_line_plot(strfmt("train_gpt: validation loss, %d seeds", n), "step", "val loss");
     for (size_t i = 0; i < runs.size(); i++) {

@@ -878,7 +878,7 @@ TEST_CASE("inference modes: ctx mode, EMA γ = 0 / γ = 1 (§7.10), dynamic thro
 // Streamed outputs vs the parallel forward, every inference mode (spec §1.9, §7 invariant 11). One stream per
 // sequence; rel = max |stream − parallel| / max |parallel| over the compared rows.
 // The worst rel seen per precision (index 0 fp32, 1 fp64), printed by the test that calls check_streaming.
-double g_stream_worst[2] = {0, 0};
+static double g_stream_worst[2] = {0, 0};
 template <typename real>
 void check_streaming(CGT<real>& m, const Batch& bt, double tol) {
     const int B = bt.B, T = bt.T, dy = m.cfg.dy, V = m.cfg.d_out > 0 ? m.cfg.d_out : m.cfg.V;  // V: output row width

@@ -178,6 +178,8 @@ TEST_CASE("mean_ci, paired_diff, count_positive: table cells by hand") {
     CHECK(mean_ci({0.1, 0.2, 0.3}, "%.1f%%", 100) == "20.0% ± 24.8%");
     CHECK(mean_ci({1, NAN, 3}, "%+.1f") == "+2.0 ± 12.7");  // NaN skipped: {1, 3}, se 1 → ± 12.706; no sign on the ±
     CHECK(mean_ci({5}, "%.1f") == "5.0 ± –");
+    CHECK(ci95_half_width(mean_se({1, 2, 3})) == doctest::Approx(4.303 / std::sqrt(3.0)).scale(0).epsilon(1e-12));
+    CHECK(std::isnan(ci95_half_width(mean_se({5}))));
     CHECK(mean_ci({NAN}, "%.1f") == "–");
     const std::vector<double> d = paired_diff({1, 2, NAN, 4}, {0.5, 3, 1, 1});
     REQUIRE(d.size() == 3);  // the pair with a NaN drops out

@@ -35,13 +35,15 @@ double t95(int df) {
     return df <= 30 ? t[df] : 1.96 + 2.4 / df;
 }
 
+double ci95_half_width(const MeanSE& m) { return m.n > 1 ? t95(m.n - 1) * m.se : NAN; }
+
 std::string mean_ci(const std::vector<double>& v, const char* fmt, double k) {
     const MeanSE m = mean_se(v);
     if (m.n == 0) return "–";
     std::string f = fmt;  // the half-width without a sign flag
     for (size_t p = f.find('%'); p != std::string::npos; p = f.find('%', p + 1))
         if (p + 1 < f.size() && f[p + 1] == '+') f.erase(p + 1, 1);
-    return strfmt(fmt, k * m.mean) + " ± " + (m.n > 1 ? strfmt(f.c_str(), k * t95(m.n - 1) * m.se) : std::string("–"));
+    return strfmt(fmt, k * m.mean) + " ± " + (m.n > 1 ? strfmt(f.c_str(), k * ci95_half_width(m)) : std::string("–"));
 }
 
 std::vector<double> paired_diff(const std::vector<double>& a, const std::vector<double>& b) {

@@ -29,6 +29,8 @@ MeanSE mean_se(const std::vector<double>& v);  // NaN entries are skipped; n = 0
 // confidence interval of a mean of n replicates is mean ± t95(n−1)·se. Tabulated to df = 30, then 1.96 + 2.4/df
 // (within 0.002 of the exact quantile).
 double t95(int df);
+// The half-width of that interval, t95(n−1)·se; NaN with fewer than 2 replicates.
+double ci95_half_width(const MeanSE& m);
 // A table cell "mean ± half-width of the 95% interval" with both numbers in printf format fmt after scaling by k
 // (a leading '+' flag only on the mean); "mean ± –" for one value, "–" for none.
 std::string mean_ci(const std::vector<double>& v, const char* fmt, double k = 1);

@@ -484,8 +484,7 @@ int cmd_experiment(const Cli& cli) {
                                                                              : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
                 const double hb = c.family == "negative" ? neg_refs[strfmt("%g|%s", noise, c.name.c_str())] : c.family == "baseline" ? r.smoother : NAN;
                 const std::vector<double> d = paired_diff(v, v0);
-                const MeanSE mv = mean_se(v), md0 = mean_se(d);
-                const double ci = mv.n > 1 ? t95(mv.n - 1) * mv.se : NAN, dci = md0.n > 1 ? t95(md0.n - 1) * md0.se : NAN;
+                const double ci = ci95_half_width(mean_se(v)), dci = ci95_half_width(mean_se(d));
                 tab.printf("%s,%g,%s,%s,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g\n", model.c_str(), noise, c.family.c_str(), c.name.c_str(),
                            v.size(), mean, sd, ci, med, mn, mx, mean - m0, dci, better, hb, c.spec_pred);
                 md += c.family == "baseline" ? " " + mean_ci(v, "%.4f") + strfmt(" | %.4f | | |", med)

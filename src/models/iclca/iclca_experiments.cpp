@@ -588,7 +588,7 @@ int cmd_e3(const Cli& cli) {
                      mean_ci(d, f.c_str()).c_str(), count_positive(d).c_str(), n_of(v[1]).c_str(), n_of(v[0]).c_str());
         const MeanSE b = mean_se(v[1]), nb = mean_se(v[0]), pd = mean_se(d);
         auto js = [](const MeanSE& m) {
-            return m.n ? nlohmann::json({{"mean", m.mean}, {"ci95", m.n > 1 ? t95(m.n - 1) * m.se : NAN}, {"n", m.n}}) : nlohmann::json(nullptr);
+            return m.n ? nlohmann::json({{"mean", m.mean}, {"ci95", ci95_half_width(m)}, {"n", m.n}}) : nlohmann::json(nullptr);
         };
         agg[key] = {{"bias", js(b)}, {"no_bias", js(nb)}, {"paired_bias_minus_no_bias", js(pd)}};
     };
