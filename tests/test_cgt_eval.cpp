@@ -101,7 +101,7 @@ TEST_CASE("FFT of any length equals the direct DFT sum; power spectrum of a cosi
     CHECK(parseval / n == doctest::Approx(e).scale(0).epsilon(1e-13));
     CHECK(p[5] == doctest::Approx(n * n / 4.0).scale(0).epsilon(1e-13));
     for (int k = 0; k <= n / 2; k++)
-        if (k != 5) CHECK(p[k] < 1e-12);
+        if (k != 5) CHECK(p[k] < 1e-22);  // leakage power, a squared rounding residue: measured 4.1e-28
 }
 
 TEST_CASE("y_spectrum: per-component mean removed, normalized to 1, peak at the task frequency") {

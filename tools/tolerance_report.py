@@ -90,7 +90,9 @@ def main():
     ap.add_argument("--build", default="build")
     args = ap.parse_args()
     sites, total = parse(args.xml)
-    cpu = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-") or "unknown CPU"
+    cpu = (sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-") or "unknown CPU").strip()
+    fam, mod = sh("grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2-"), sh("grep -m1 '^model\\s*:' /proc/cpuinfo | cut -d: -f2-")
+    if fam and mod: cpu += " (family %s, model %s)" % (fam.strip(), mod.strip())
     isa = "AVX-512" if "avx512f" in sh("grep -m1 flags /proc/cpuinfo") else "AVX2"
     commit = sh("git rev-parse --short HEAD") + (" (dirty tree)" if sh("git status --porcelain -uno") else "")
     rows = sorted(sites.values(), key=lambda s: (s.key[0], s.key[1], s.key[2]))
