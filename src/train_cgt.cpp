@@ -31,6 +31,8 @@ void register_flags(Cli& cli) {
     cli.flag("--compare", "", "train and compare these variants (comma list of baseline, eta1, aux, aux-reg, reg, vae:<β>, flags); "
                               "writes RUN/table.md (mean ± 95% CI over --seeds, paired differences)");
     cli.flag("--seeds", "1", "--compare: seeds per variant (--seed, --seed+1, …)");
+    cli.flag("--retable", "", "DIR of a finished --compare run: rebuild its table from the evaluations DIR/summary.json stores (mean ± 95% CI, "
+                              "paired differences) into DIR/table-retabled.md; trains nothing, other flags are not used");
     cli.flag("--eval-seqs", "256", "sequences of the final evaluation (a fixed set, the same for every run)");
     cli.flag("--freeze-k", "5,10", "linreg: frozen-y curves after these many in-context samples");
     cli.preset("tiny", "a seconds-long smoke run on the arithmetic task",
@@ -89,6 +91,7 @@ void register_flags(Cli& cli) {
         "  train_cgt --preset arith                          # ICL-mini with aux loss + regularizers\n"
         "  train_cgt --preset tiny --dump-npy out/dump       # one step's tensors as .npy (y^ℓ = yl.npy, σ = h.*.gen.*.c.npy)\n"
         "  train_cgt --preset tiny --fold --freeze-at 20     # also write an x-only GPT with y frozen at position 20\n"
+        "  train_cgt --retable out/train_cgt/X               # an older --compare run's table with 95% intervals, nothing retrained\n"
         "  train_gpt --load out/train_cgt/X/folded_gpt.safetensors --steps 1   # the folded model is a plain GPT");
 }
 
@@ -97,6 +100,7 @@ int run(int argc, char** argv) {
     Cli cli("train_cgt", "Train the Contextually Guided Transformer (dual x/y streams, low-rank weight generator, aux loss, regularizers).");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
+    if (cli.has_value("--retable")) return cgt_retable(cli.get("--retable"));  // an old run's table, today's aggregation
     resume_flags(cli);  // --resume: the run's flags from its checkpoint
     const RunEnv env = apply_run_flags(cli);
     const int threads = env.threads;

@@ -538,6 +538,42 @@ TEST_CASE("train_cgt --compare end to end: a tiny ICL table and an LR table; bad
     CHECK(sh("--preset tiny --compare baseline,bogus --out " + dir + "/bad") == 2);
     CHECK(slurp(dir + "/err.txt").find("unknown variant 'bogus'") != std::string::npos);
     CHECK(sh("--preset tiny --compare vae:x --out " + dir + "/bad") == 2);
+
+    // --retable: the same tables again from the stored evaluations alone (every number survives the JSON round trip)
+    for (const char* run : {"icl", "lr"}) {
+        CAPTURE(run);
+        REQUIRE(sh(std::string("--retable ") + dir + "/" + run) == 0);
+        const nlohmann::json top = nlohmann::json::parse(slurp(dir + "/" + run + "/summary.json"));
+        const std::string again = slurp(dir + "/" + run + "/table-retabled.md");
+        CHECK(again.find(top["table_markdown"].get<std::string>()) != std::string::npos);
+        CHECK(again.find("_the runs: icl.cpp ") != std::string::npos);
+    }
+    CHECK(sh("--retable " + dir + "/nothing-here") == 1);
+    CHECK(slurp(dir + "/err.txt").find("is not a folder") != std::string::npos);
+    CHECK(sh("--retable " + dir + "/icl/baseline-s1") == 1);  // one run's summary, not a --compare's
+    CHECK(slurp(dir + "/err.txt").find("is not the summary of a train_cgt --compare run") != std::string::npos);
+}
+
+TEST_CASE("ICLEval / LREval / TextEval: from_json inverts to_json (NaN as null), and refuses what is not a record") {
+    ICLEval a;
+    a.base = 0.625; a.spec = 1.0 / 3; a.wrong_y = 0.1; a.tv_bar = {0.5, NAN}; a.tv_eq = {0.25, 0.75}; a.sequences = 7; a.scored = 40;
+    CHECK(ICLEval::from_json(a.to_json()).to_json() == a.to_json());
+    CHECK(std::isnan(ICLEval::from_json(a.to_json()).ctx));
+    LREval l;
+    l.dynamic = {1.5, 0.1 / 3}; l.bayes = {1.25, 0.01}; l.freeze_k = {1, 10}; l.frozen = {{NAN, 0.2}, {NAN, NAN}}; l.sequences = 3;
+    const LREval l2 = LREval::from_json(l.to_json());
+    CHECK(l2.to_json() == l.to_json());
+    CHECK(l2.freeze_k == std::vector<int>{1, 10});  // in numeric order, though the keys "1" < "10" sort as text too
+    TextEval t;
+    t.split = 9; t.full = {4.5, 4.25}; t.uninformed = {4.75, NAN}; t.knn_y = 0.5;
+    const TextEval t2 = TextEval::from_json(t.to_json());
+    CHECK(t2.full == t.full);
+    CHECK(t2.split == 9);
+    CHECK(t2.knn_y == 0.5);
+    CHECK(std::isnan(t2.uninformed[1]));
+    CHECK_THROWS_WITH(ICLEval::from_json(nlohmann::json::object()), doctest::Contains("no 'base_acc'"));
+    CHECK_THROWS_WITH(LREval::from_json({{"dynamic", "x"}, {"bayes", {1}}}), doctest::Contains("'dynamic' is not an array"));
+    CHECK_THROWS_WITH(TextEval::from_json(nlohmann::json::array()), doctest::Contains("not a JSON object"));
 }
 
 }  // TEST_SUITE

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "report/analysis.h"
 #include "engine/common.h"
@@ -136,6 +137,62 @@ nlohmann::json ICLEval::to_json() const {
         for (double v : tv_eq) j["tv_eq"].push_back(num(v));
     }
     return j;
+}
+
+namespace {
+// The readers of the to_json files: a number or null (NaN); an array of them. A required key that is absent, or a
+// value of the wrong type, is an error naming the key.
+double json_num(const nlohmann::json& j, const char* key, bool required) {
+    if (!j.contains(key)) {
+        if (required) fail(std::string("evaluation record: no '") + key + "'");
+        return NAN;
+    }
+    const nlohmann::json& v = j[key];
+    if (v.is_null()) return NAN;
+    if (!v.is_number()) fail(std::string("evaluation record: '") + key + "' is not a number");
+    return v.get<double>();
+}
+std::vector<double> json_nums(const nlohmann::json& v, const std::string& key) {
+    if (!v.is_array()) fail("evaluation record: '" + key + "' is not an array");
+    std::vector<double> o;
+    for (const nlohmann::json& x : v) {
+        if (!x.is_null() && !x.is_number()) fail("evaluation record: '" + key + "' holds a non-number");
+        o.push_back(x.is_null() ? NAN : x.get<double>());
+    }
+    return o;
+}
+std::vector<double> json_nums(const nlohmann::json& j, const char* key, bool required) {
+    if (!j.contains(key)) {
+        if (required) fail(std::string("evaluation record: no '") + key + "'");
+        return {};
+    }
+    return json_nums(j[key], key);
+}
+int json_int(const nlohmann::json& j, const char* key) {
+    return j.contains(key) && j[key].is_number_integer() ? j[key].get<int>() : 0;
+}
+}  // namespace
+
+ICLEval ICLEval::from_json(const nlohmann::json& j) {
+    if (!j.is_object()) fail("evaluation record: not a JSON object");
+    ICLEval e;
+    e.base = json_num(j, "base_acc", true);
+    e.base_digits = json_num(j, "base_acc_digits", false);
+    e.spec = json_num(j, "spec_acc", false);
+    e.spec_digits = json_num(j, "spec_acc_digits", false);
+    e.ctx = json_num(j, "ctx_acc", false);
+    e.wrong_y = json_num(j, "wrong_y_acc", false);
+    e.variation = json_num(j, "variation", false);
+    e.probe_mae = json_num(j, "probe_mae", false);
+    e.probe_mae_a = json_num(j, "probe_mae_a", false);
+    e.probe_mae_b = json_num(j, "probe_mae_b", false);
+    e.tv_best_bar = json_num(j, "tv_best_bar", false);
+    e.tv_best_eq = json_num(j, "tv_best_eq", false);
+    e.tv_bar = json_nums(j, "tv_bar", false);
+    e.tv_eq = json_nums(j, "tv_eq", false);
+    e.sequences = json_int(j, "sequences");
+    e.scored = json_int(j, "scored");
+    return e;
 }
 
 namespace {
@@ -344,6 +401,27 @@ nlohmann::json LREval::to_json() const {
     return j;
 }
 
+LREval LREval::from_json(const nlohmann::json& j) {
+    if (!j.is_object()) fail("evaluation record: not a JSON object");
+    LREval e;
+    e.dynamic = json_nums(j, "dynamic", true);
+    e.bayes = json_nums(j, "bayes", true);
+    e.sequences = json_int(j, "sequences");
+    if (j.contains("frozen")) {
+        if (!j["frozen"].is_object()) fail("evaluation record: 'frozen' is not an object");
+        std::vector<std::pair<int, std::vector<double>>> f;  // keys are k0 as text: sorted numerically, not as text
+        for (auto it = j["frozen"].begin(); it != j["frozen"].end(); ++it) {
+            char* end = nullptr;
+            const long k0 = std::strtol(it.key().c_str(), &end, 10);
+            if (it.key().empty() || *end || k0 < 0 || k0 > (1 << 20)) fail("evaluation record: 'frozen' key '" + it.key() + "' is not a position");
+            f.push_back({(int)k0, json_nums(it.value(), "frozen/" + it.key())});
+        }
+        std::sort(f.begin(), f.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (auto& kv : f) { e.freeze_k.push_back(kv.first); e.frozen.push_back(kv.second); }
+    }
+    return e;
+}
+
 LREval lr_evaluate(CGT<float>& m, const LinRegConfig& lc, const std::vector<Batch>& val, const std::vector<std::vector<float>>& clean,
                    const std::vector<int>& freeze_k) {
     const CGTConfig& c = m.cfg;
@@ -443,6 +521,19 @@ nlohmann::json TextEval::to_json() const {
     auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
     return {{"split", split}, {"full", arr(full)}, {"spec", arr(spec)}, {"uninformed", arr(uninformed)}, {"ema", arr(ema)},
             {"knn_y", num(knn_y)}, {"knn_tsne", num(knn_tsne)}, {"transplant", transplant}, {"files", files}};
+}
+
+TextEval TextEval::from_json(const nlohmann::json& j) {
+    if (!j.is_object()) fail("evaluation record: not a JSON object");
+    TextEval e;
+    e.split = json_int(j, "split");
+    e.full = json_nums(j, "full", true);
+    e.spec = json_nums(j, "spec", false);
+    e.uninformed = json_nums(j, "uninformed", false);
+    e.ema = json_nums(j, "ema", false);
+    e.knn_y = json_num(j, "knn_y", false);
+    e.knn_tsne = json_num(j, "knn_tsne", false);
+    return e;
 }
 
 namespace {

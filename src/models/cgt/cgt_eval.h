@@ -59,6 +59,7 @@ struct ICLEval {
     double tv_best_bar = NAN, tv_best_eq = NAN;
     int sequences = 0, scored = 0;         // sequences evaluated, answer characters scored per mode
     nlohmann::json to_json() const;
+    static ICLEval from_json(const nlohmann::json& j);  // to_json's inverse (null or absent → NaN); base_acc required
 };
 
 // The answer characters of the examples ≥ first_example of task `task` (−1: every task): mask over input
@@ -83,6 +84,7 @@ struct LREval {
     std::vector<double> bayes;                  // (pairs) the Bayes-optimal (ridge) predictor's error on the same sequences
     int sequences = 0;
     nlohmann::json to_json() const;
+    static LREval from_json(const nlohmann::json& j);  // to_json's inverse (null → NaN); dynamic, bayes required
 };
 
 // val: linreg batches, clean: their noise-free targets (B,T,d_out) per batch (linreg_batch's `clean`).
@@ -110,6 +112,7 @@ struct TextEval {
     std::vector<std::string> transplant;  // one line per category pair: tokens whose log-prob rises most
     std::vector<std::string> files;
     nlohmann::json to_json() const;
+    static TextEval from_json(const nlohmann::json& j);  // to_json's inverse (null or absent → NaN / empty); full required
 };
 
 // Evaluates a text-mixture model on the corpus' validation documents and writes into `dir`:

@@ -3,11 +3,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 
 #include "report/analysis.h"
 #include "engine/common.h"
+#include "engine/fileio.h"
 #include "report/plot.h"
 #include "engine/run.h"
 #include "engine/provenance.h"
@@ -619,6 +621,96 @@ int cgt_compare(const Cli& cli, const std::vector<std::string>& variants, const 
     std::printf("\n%s\nplots:\n", md.c_str());
     for (auto& p : plots) std::printf("  %s\n", p.c_str());
     std::printf("wrote %s/table.md and %s/summary.json (%.0f s)\n", top.c_str(), top.c_str(), wall);
+    return 0;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// --retable
+
+int cgt_retable(const std::string& dir) {
+    const std::string path = dir + "/summary.json";
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) fail("--retable: '" + dir + "' is not a folder");
+    nlohmann::json top;
+    try {
+        top = nlohmann::json::parse(read_file(path, kMaxTextFileBytes, "summary.json"));
+    } catch (const nlohmann::json::exception& e) {
+        fail("--retable: " + path + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!top.is_object() || !top.contains("compare") || !top["compare"].is_array() || !top.contains("runs") || !top["runs"].is_array() ||
+        !top.contains("task") || !top["task"].is_string())
+        fail("--retable: " + path + " is not the summary of a train_cgt --compare run (no compare / runs / task)");
+    std::vector<std::string> variants;
+    for (auto& v : top["compare"]) {
+        if (!v.is_string()) fail("--retable: " + path + ": 'compare' holds a non-name");
+        variants.push_back(v.get<std::string>());
+    }
+    const std::string kind = top["task"].get<std::string>();
+    if (kind != "arith" && kind != "linreg" && kind != "mix") fail("--retable: " + path + ": task '" + kind + "' has no table");
+    const size_t n = variants.size();
+    std::vector<std::vector<ICLEval>> icl(n);
+    std::vector<std::vector<LREval>> lr(n);
+    std::vector<std::vector<TextEval>> text(n);
+    std::vector<std::string> cols(variants);  // the variant's name unless its own summary.json gives η (as --compare titles it)
+    std::vector<bool> titled(n, false);
+    int runs = 0;
+    for (const nlohmann::json& r : top["runs"]) {
+        if (!r.is_object() || !r.contains("variant") || !r["variant"].is_string())
+            fail("--retable: " + path + ": a run without its variant");
+        const std::string v = r["variant"].get<std::string>();
+        const size_t i = std::find(variants.begin(), variants.end(), v) - variants.begin();
+        if (i == n) fail("--retable: " + path + ": run of variant '" + v + "', which 'compare' does not list");
+        const std::string what = "--retable: " + path + ": run " + v + " seed " + (r.contains("seed") ? r["seed"].dump() : "?");
+        if (!r.contains("eval")) fail(what + ": no stored evaluation");
+        try {
+            if (kind == "arith") icl[i].push_back(ICLEval::from_json(r["eval"]));
+            else if (kind == "linreg") lr[i].push_back(LREval::from_json(r["eval"]));
+            else text[i].push_back(TextEval::from_json(r["eval"]));
+        } catch (const Error& e) {
+            fail(what + ": " + e.what());
+        }
+        runs++;
+        // η for the column title, from the run's own summary.json (beside this one) when it is there
+        if (!titled[i] && r.contains("dir") && r["dir"].is_string()) {
+            const std::string own = dir + "/" + std::filesystem::path(r["dir"].get<std::string>()).filename().string() + "/summary.json";
+            if (std::filesystem::is_regular_file(own, ec)) {
+                try {
+                    const nlohmann::json rs = nlohmann::json::parse(read_file(own, kMaxTextFileBytes, "summary.json"));
+                    if (rs.contains("loss") && rs["loss"].contains("eta") && rs["loss"]["eta"].is_number()) {
+                        cols[i] = column_title(v, rs["loss"]["eta"].get<double>());
+                        titled[i] = true;
+                    }
+                } catch (const nlohmann::json::exception&) {
+                    // an unreadable run summary only costs the column its η
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((kind == "arith" ? icl[i].size() : kind == "linreg" ? lr[i].size() : text[i].size()) == 0)
+            fail("--retable: " + path + ": variant '" + variants[i] + "' has no run");
+    std::string table;
+    if (kind == "arith") table = icl_table_markdown(cols, icl);
+    else if (kind == "linreg") {
+        table = lr_table_markdown(cols, lr, lr[0][0].freeze_k);
+    } else table = text_table_markdown(cols, text);
+    // the runs' provenance as their summary recorded it
+    std::string runs_prov = "not recorded";
+    if (top.contains("provenance") && top["provenance"].is_object()) {
+        const nlohmann::json& p = top["provenance"];
+        auto str = [&](const char* k) { return p.contains(k) ? (p[k].is_string() ? p[k].get<std::string>() : p[k].dump()) : std::string("?"); };
+        runs_prov = "icl.cpp " + str("commit") + ", " + str("compiler") + ", " + str("cpu") + " (" + str("isa") + "), " + str("threads") +
+                    " threads, " + str("device") + ", " + str("date");
+    }
+    std::string md = "# train_cgt --retable " + dir + " (" + kind + ")\n\n";
+    md += strfmt("The evaluations stored in %s (%d runs, %s steps each) re-tabled without retraining; cells: mean ± the half-width "
+                 "of a 95%% confidence interval (Student t over the seeds).\n\n", path.c_str(), runs,
+                 top.contains("steps") ? top["steps"].dump().c_str() : "?");
+    md += table;
+    if (kind == "arith") md += "\n" + std::string(kPaperTable1);
+    md += "\n_the runs: " + runs_prov + "_\n\n_re-tabled by " + provenance_line() + "_\n";
+    write_file_atomic(dir + "/table-retabled.md", md);
+    std::printf("%s\nwrote %s/table-retabled.md\n", md.c_str(), dir.c_str());
     return 0;
 }
 

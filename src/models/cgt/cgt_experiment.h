@@ -69,6 +69,11 @@ CGTRun cgt_train_and_evaluate(const Cli& cli, Task& task, const CGTVariant& v, u
 // the cross-run plots, and the table on stdout.
 int cgt_compare(const Cli& cli, const std::vector<std::string>& variants, const CGTConfig& cfg, const CGTLoss& loss, Device dev, int threads);
 
+// --retable DIR: the table of a finished --compare run rebuilt from the evaluations its DIR/summary.json stores
+// (every run's "eval"), with today's aggregation — mean ± 95% interval and the paired differences — into
+// DIR/table-retabled.md; nothing is retrained. The runs keep their own provenance (named in the file).
+int cgt_retable(const std::string& dir);
+
 // The Table-1-style markdown table of an arithmetic experiment (rows: metrics; columns: variants; cells
 // "mean ± 95% CI" over the runs of each variant, then the paired differences) — exposed for tests.
 std::string icl_table_markdown(const std::vector<std::string>& variants, const std::vector<std::vector<ICLEval>>& runs);
