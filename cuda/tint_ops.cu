@@ -15,6 +15,7 @@
 //                           order, then − E[y, j]
 #include "cuda/common.cuh"
 #include "cuda/layers.h"
+#include "layers/tint_mask.h"  // the masks and row positions, the CPU ops' own definitions
 
 namespace icl::cuda {
 
@@ -48,7 +49,6 @@ __global__ void hsplit_dim_kernel(float* out, const float* in, const float* W, c
     }
 }
 
-__device__ inline int row_position(const int* pos, int K, int Taux, int i) { return i < K ? Taux + i : pos[i - K]; }
 
 __global__ void add_position_kernel(float* Y, const float* P, const uint8_t* lam, const int* pos, int B, int K, int T, int D, int H, int Taux) {
     const int N = K + T, k = D / H, Ts = Taux + K;
@@ -58,28 +58,12 @@ __global__ void add_position_kernel(float* Y, const float* P, const uint8_t* lam
         const int j = (int)(e % D), h = j / k, r = j % k;
         if (!lam[h]) continue;
         const int b = (int)(bn / N), i = (int)(bn % N);
-        const int p = row_position(pos + (size_t)b * T, K, Taux, i);
+        const int p = tint_detail::row_position(pos + (size_t)b * T, K, Taux, i);
         Y[e] += P[(size_t)r * Ts + p];
     }
 }
 
 // ---- TinT attention -------------------------------------------------------------------------------------
-
-__device__ inline bool allowed(int m, const uint8_t* train, const uint8_t* icl, int K, int T, int i, int j) {
-    if (m == 0) return i >= K && j < K;                                   // data_to_prefix
-    if (m == 1) return i < K && j >= K && train[j - K];                   // prefix_to_train
-    if (m == 3) return i >= K && j == i && train[i - K];                  // loss_self (train = the loss weight m)
-    if (m == 4) return i >= K && j == i + 1 && j < K + T && train[i - K];  // loss_next
-    return i >= K && j >= K && j <= i && (!icl || icl[(size_t)(i - K) * T + (j - K)]);  // causal_data
-}
-__device__ inline void column_range(int m, int K, int N, int i, int& j0, int& j1) {
-    j0 = j1 = 0;
-    if (m == 0 && i >= K) { j0 = 0; j1 = K; }
-    if (m == 1 && i < K) { j0 = K; j1 = N; }
-    if (m == 2 && i >= K) { j0 = K; j1 = i + 1; }
-    if (m == 3 && i >= K) { j0 = i; j1 = i + 1; }
-    if (m == 4 && i >= K) { j0 = min(i + 1, N); j1 = min(i + 2, N); }
-}
 
 // one thread per (b, h, i): row i of head h's a, as the CPU loop
 __global__ void tint_scores_kernel(float* a, const float* Q, const float* Kx, const uint8_t* train, const uint8_t* icl, int B, int K, int T,
@@ -91,12 +75,12 @@ __global__ void tint_scores_kernel(float* a, const float* Q, const float* Kx, co
     const uint8_t* tr = train + (size_t)b * T;
     const uint8_t* ic = icl ? icl + (size_t)b * T * T : nullptr;
     int j0, j1;
-    column_range(mask, K, N, i, j0, j1);
+    tint_detail::column_range((TintMask)mask, K, N, i, j0, j1);
     const float* qi = Q + ((size_t)b * N + i) * D + (size_t)h * k;
     float* ai = a + (size_t)bhi * N;
     float mx = -INFINITY;
     for (int j = j0; j < j1; j++) {
-        if (!allowed(mask, tr, ic, K, T, i, j)) { ai[j] = -INFINITY; continue; }
+        if (!tint_detail::allowed((TintMask)mask, tr, ic, K, T, i, j)) { ai[j] = -INFINITY; continue; }
         const float* kj = Kx + ((size_t)b * N + j) * D + (size_t)h * k;
         float dot = 0.f;
         for (int r = 0; r < k; r++) dot += qi[r] * kj[r];
@@ -126,7 +110,7 @@ __global__ void tint_attend_kernel(float* O, const float* a, const float* Vx, co
         const uint8_t* tr = train + (size_t)b * T;
         const float* ab = a + ((size_t)b * H + h) * N * N;
         int j0, j1;
-        if (!transpose) column_range(mask, K, N, i, j0, j1);
+        if (!transpose) tint_detail::column_range((TintMask)mask, K, N, i, j0, j1);
         else if (i >= K) { j0 = i; j1 = N; }
         else j0 = j1 = 0;
         float acc = 0.f;
@@ -146,7 +130,7 @@ __global__ void gate_kernel(float* X, const float* e, const float* a_old, const 
     for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < total; x += (int64_t)gridDim.x * blockDim.x) {
         const int64_t bn = x / D;
         const int b = (int)(bn / N), i = (int)(bn % N);
-        const int p = row_position(pos + (size_t)b * T, K, Taux, i);
+        const int p = tint_detail::row_position(pos + (size_t)b * T, K, Taux, i);
         const int64_t g = gw == 1 ? p : (int64_t)p * D + x % D;  // one gate per position, or per (position, coordinate)
         X[x] = tanhf(a_old[g] + b_old) * X[x] + tanhf(a_new[g] + b_new) * e[x];
     }

@@ -12,10 +12,12 @@
 #pragma once
 #include <cstdint>
 
+#ifndef ICL_HOST_DEVICE
 #ifdef __CUDACC__
 #define ICL_HOST_DEVICE __host__ __device__
 #else
 #define ICL_HOST_DEVICE
+#endif
 #endif
 
 namespace icl {
