@@ -10,13 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#ifndef ICL_HOST_DEVICE
-#ifdef __CUDACC__
-#define ICL_HOST_DEVICE __host__ __device__
-#else
-#define ICL_HOST_DEVICE
-#endif
-#endif
+#include "layers/host_device.h"
 
 namespace icl {
 
