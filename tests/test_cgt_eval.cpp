@@ -468,6 +468,15 @@ TEST_CASE("corpus and mixtures: categories from files, val split, joins at a cut
     }
     CHECK_THROWS_AS(corpus_load(dir, nullptr, 0.1, 100000), Error);  // too short for the windows asked for
     CHECK_THROWS_AS(corpus_load(dir + "/nothing-here", nullptr, 0.1, 10), Error);
+    // only <name>.txt files are categories: a tokenizer or notes beside them are not (a BPE file once made a
+    // one-category "corpus" of its merges)
+    spit(dir + "/fortunes-2k.bpe", "icl-bpe 1 0\n");
+    spit(dir + "/README", "about this corpus\n");
+    std::filesystem::create_directory(dir + "/sub");
+    CHECK(corpus_load(dir, nullptr, 0.1, 40).names == std::vector<std::string>{"a", "b"});
+    icl_test::TmpDir other;
+    spit(other.path + "/fortunes-2k.bpe", "icl-bpe 1 0\n");
+    CHECK_THROWS_WITH_AS(corpus_load(other.path, nullptr, 0.1, 10), doctest::Contains("holds no <category>.txt files (it holds 'fortunes-2k.bpe'"), Error);
 }
 
 TEST_CASE("text_evaluate on a tiny model: finite curves, EMA γ=0 equals specialized, plots written") {

@@ -47,16 +47,23 @@ Corpus corpus_load(const std::string& data, const BPE* bpe, double val_fraction,
     std::vector<std::string> files;
     std::error_code ec;
     if (fs::is_directory(data, ec)) {
-        for (auto& e : fs::directory_iterator(data, ec))
-            if (e.is_regular_file() && e.path().filename().string()[0] != '.') files.push_back(e.path().string());
+        // a category is a <name>.txt file; anything else in the folder (a tokenizer, notes, a sub-folder) is not one
+        std::string other;
+        for (auto& e : fs::directory_iterator(data, ec)) {
+            const std::string name = e.path().filename().string();
+            if (name[0] == '.') continue;
+            if (e.is_regular_file() && e.path().extension() == ".txt") files.push_back(e.path().string());
+            else if (other.empty()) other = name;
+        }
         std::sort(files.begin(), files.end());
-        if (files.empty()) fail("--data: the directory '" + data + "' holds no category files");
+        if (files.empty())
+            fail("--data: the directory '" + data + "' holds no <category>.txt files" + (other.empty() ? "" : " (it holds '" + other + "', …)"));
     } else {
         std::stringstream ss(data);
         std::string f;
         while (std::getline(ss, f, ','))
             if (!f.empty()) files.push_back(f);
-        if (files.empty()) fail_usage("--data: name a directory of category files or a comma-separated list of files");
+        if (files.empty()) fail_usage("--data: name a directory of <category>.txt files or a comma-separated list of files");
     }
     Corpus cp;
     cp.bpe = bpe;

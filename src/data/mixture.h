@@ -31,8 +31,8 @@ struct Corpus {
     std::string decode(const int* ids, int n) const;  // tokens → text
 };
 
-// `data`: a directory (every regular file in it, sorted by name, is a category) or a comma-separated list of
-// files. Fails with a message if a category has no validation document or a stream shorter than min_tokens.
+// `data`: a directory (every <name>.txt file in it, sorted by name, is category <name>; other files are not
+// categories) or a comma-separated list of files (any names). Fails with a message if a category has no validation document or a stream shorter than min_tokens.
 Corpus corpus_load(const std::string& data, const BPE* bpe, double val_fraction, int min_tokens);
 
 struct MixConfig {

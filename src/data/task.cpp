@@ -11,7 +11,7 @@ namespace icl {
 
 void add_task_flags(Cli& cli) {
     cli.flag("--task", "arith", "arith | linreg | text | mix (text mixtures of a categorized corpus)");
-    cli.flag("--data", "", "--task text: a text file (any bytes); --task mix: a directory of category files or a comma list of files "
+    cli.flag("--data", "", "--task text: a text file (any bytes); --task mix: a directory of <category>.txt files or a comma list of files "
                            "(documents separated by '%' lines, e.g. tools/prep_fortunes' output)");
 }
 
