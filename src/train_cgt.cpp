@@ -100,7 +100,10 @@ int run(int argc, char** argv) {
     Cli cli("train_cgt", "Train the Contextually Guided Transformer (dual x/y streams, low-rank weight generator, aux loss, regularizers).");
     register_flags(cli);
     if (!cli.parse(argc, argv)) return 0;
-    if (cli.has_value("--retable")) return cgt_retable(cli.get("--retable"));  // an old run's table, today's aggregation
+    if (cli.given("--retable")) {  // an old run's table, today's aggregation
+        if (cli.get("--retable").empty()) fail_usage("--retable: name the folder of a finished --compare run");
+        return cgt_retable(cli.get("--retable"));
+    }
     resume_flags(cli);  // --resume: the run's flags from its checkpoint
     const RunEnv env = apply_run_flags(cli);
     const int threads = env.threads;

@@ -208,7 +208,7 @@ TEST_CASE("a dump holds its batch: the dumped logits, targets and mask give the 
         den += w[i];
     }
     const double logged = icl::read_csv(d + "/run/log.csv").col("loss")[1];
-    CHECK(std::fabs(num / den - logged) <= 1e-7 * logged);  // fp32 logits and loss vs this double sum: measured 7.9e-10 relative
+    CHECK(std::fabs(num / den - logged) <= 5e-7 * logged);  // fp32 rows (logf, exp: a few ulps each) vs this double sum: measured 7.9e-10 relative
 
     // CGT: the aux pass's start positions are part of the batch
     r = run("train_cgt --preset tiny --steps 1 --dump-npy " + d + "/cdump --out " + d + "/crun");

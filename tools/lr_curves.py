@@ -25,16 +25,22 @@ def main():
     cols, names, n = {}, [], None
     for c in cells:
         evals = []
+        for sd in sorted(glob.glob(os.path.join(a.sweep, c, "seed*/"))):
+            if len(glob.glob(os.path.join(sd, "*", "summary.json"))) > 1:
+                sys.exit("error: %s holds several runs (a --compare of several variants): one curve per seed is expected" % sd)
         for p in sorted(glob.glob(os.path.join(a.sweep, c, "seed*", "*", "summary.json"))):
-            e = json.load(open(p)).get("eval", {})
-            if "dynamic" not in e:
+            e = json.load(open(p)).get("eval") or {}
+            if "dynamic" not in e or "bayes" not in e:
                 sys.exit("error: %s has no linear-regression evaluation" % p)
             if a.frozen not in e.get("frozen", {}):
                 sys.exit("error: %s has no curve frozen after %s (--frozen)" % (p, a.frozen))
             evals.append(e)
         if not evals:
             sys.exit("error: cell %s has no finished run" % c)
-        n = len(evals[0]["dynamic"])
+        lens = {len(e["dynamic"]) for e in evals} | {len(e["bayes"]) for e in evals} | {len(e["frozen"][a.frozen]) for e in evals}
+        if len(lens) != 1 or (n is not None and lens != {n}):
+            sys.exit("error: the curves of %s do not all have one length (%s)" % (c, sorted(lens)))
+        n = lens.pop()
 
         def mean(key, k, sub=None):
             vals = [(e[key][sub] if sub else e[key])[k] for e in evals]

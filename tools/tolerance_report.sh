@@ -7,7 +7,8 @@
 # (test case, file:line), the worst value it took against the tolerance it was held to:
 #   a == Approx(b).epsilon(e).scale(s)   measured |a − b|, tolerance e·(s + max(|a|, |b|))  (doctest's rule)
 #   x <= t, x < t                         measured x, tolerance t
-#   x >= t, x > t                         a lower bound: margin x / t reported separately
+#   x >= t, x > t                         a lower bound: the margin t / x, reported separately
+# Comparisons of two integers (sizes, counts) are not tolerances and are left out.
 # The result is a Markdown table (default docs/tolerances.md) with the machine, ISA path, commit and threads it was
 # measured with, and the sites whose tolerance is more than 1000× the worst measured error listed first.
 #
@@ -28,7 +29,11 @@ while [ $# -gt 0 ]; do
         *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
-[ -f "$BUILD/libicl.a" ] || { echo "error: $BUILD/libicl.a not found (run 'make' first)" >&2; exit 1; }
+[ -f "$BUILD/libicl.a" ] && [ -f "$BUILD/flags.stamp" ] || { echo "error: $BUILD/libicl.a not found (run 'make' first)" >&2; exit 1; }
+# the library and binaries must be those of today's sources: tests compiled against newer headers would measure
+# (or fail on) another program
+newer=$(find src -newer "$BUILD/libicl.a" \( -name '*.h' -o -name '*.cpp' \) | head -1)
+[ -z "$newer" ] || { echo "error: $newer is newer than $BUILD/libicl.a (run 'make' for that build first)" >&2; exit 1; }
 SYS=/usr/include/doctest/doctest.h
 [ -f "$SYS" ] || { echo "error: $SYS not found (make deps)" >&2; exit 1; }
 
@@ -48,22 +53,30 @@ if a not in src or c not in src:
 open(sys.argv[2], "w").write(src.replace(a, b).replace(c, d))
 EOF
 
-# The compiler and flags of $BUILD (MPI include paths and defines included), asked of the Makefile itself.
-CC_LINE=$(make -s -n BUILD="$BUILD" -W tests/test_cli.cpp "$BUILD/tests/test_cli.o" | grep -- '-c tests/test_cli.cpp' | head -1)
-LINK_LINE=$(make -s -n BUILD="$BUILD" -W tests/main.cpp "$BUILD/test_icl" | grep -- "-o $BUILD/test_icl" | tail -1)
-[ -n "$CC_LINE" ] && [ -n "$LINK_LINE" ] || { echo "error: cannot read the compile and link lines from the Makefile" >&2; exit 1; }
-CXX_BIN=${CC_LINE%% *}
-FLAGS="-I$WORK/include $(echo "${CC_LINE#* }" | sed -e 's/ -c tests\/test_cli.cpp.*//' -e 's/ -MMD -MP//')"
-LIBS=${LINK_LINE##*-o $BUILD/test_icl}
+# The compiler and flags $BUILD was built with, as its flags.stamp records them (the Makefile writes the compile command
+# there), so the tests are compiled exactly as that build's own; CPU builds only (a CUDA build's tests need nvcc's link).
+read -r CXX_BIN FLAGS < "$BUILD/flags.stamp" || true
+[ -n "${CXX_BIN:-}" ] || { echo "error: $BUILD/flags.stamp is empty" >&2; exit 1; }
+case " $FLAGS " in *" -DICL_CUDA "*) echo "error: $BUILD is a CUDA build; give a CPU build (--build build)" >&2; exit 1 ;; esac
+FLAGS="-I$WORK/include $(echo "$FLAGS" | sed -e 's/ -MMD -MP//')"
+LIBS="-fopenmp -lpcre2-8 -lm"
+case " $FLAGS " in *" -DICL_MPI "*) LIBS="$LIBS $(mpicxx --showme:link 2>/dev/null || echo -lmpi)" ;; esac
+# the vector ISA that build compiled for (not the CPU's: an AVX2 build on an AVX-512 machine is an AVX2 build)
+# shellcheck disable=SC2086
+if $CXX_BIN $FLAGS -dM -E -x c++ /dev/null 2>/dev/null | grep -q __AVX512F__; then ISA=AVX-512
+elif $CXX_BIN $FLAGS -dM -E -x c++ /dev/null 2>/dev/null | grep -q __AVX2__; then ISA=AVX2
+else ISA="no AVX2"; fi
 SRCS=$(ls tests/*.cpp tests/fuzz/fuzz_targets.cpp)
 # An object is reused only while its source is older and no header (tests/, src/, the patched doctest) changed.
-STAMP=$(cat tests/*.h $(find src -name '*.h') "$WORK/include/doctest/doctest.h" | md5sum | cut -d' ' -f1)
+STAMP=$( (echo "$CXX_BIN $FLAGS"; $CXX_BIN --version; cat $(find tests src -name '*.h' | sort) "$WORK/include/doctest/doctest.h") | md5sum | cut -d' ' -f1)
 [ "$(cat "$WORK/obj/stamp" 2>/dev/null)" = "$STAMP" ] || { rm -f "$WORK"/obj/*.o; echo "$STAMP" > "$WORK/obj/stamp"; }
 echo "compiling tests/ against the patched doctest into $WORK/obj …" >&2
 printf '%s\n' $SRCS | xargs -P "$(nproc)" -I{} sh -c \
     'o='"$WORK"'/obj/$(echo {} | tr / _).o; [ "$o" -nt {} ] || '"$CXX_BIN $FLAGS"' -c {} -o "$o"'
 # shellcheck disable=SC2086
-$CXX_BIN "$WORK"/obj/*.o "$BUILD/libicl.a" -o "$WORK/test_icl" $LIBS
+OBJS=$(for f in $SRCS; do echo "$WORK/obj/$(echo "$f" | tr / _).o"; done)
+# shellcheck disable=SC2086
+$CXX_BIN $OBJS "$BUILD/libicl.a" -o "$WORK/test_icl" $LIBS
 
 echo "running the suite with --success (every passing assertion reported) …" >&2
 THREADS=2
@@ -72,6 +85,6 @@ st=0
 ICL_BIN_DIR="$BUILD" OMP_NUM_THREADS=$THREADS "$WORK/test_icl" --success -r=xml --out="$WORK/success.xml" $FILTER \
     >/dev/null 2>&1 || st=$?
 [ $st -eq 0 ] || echo "warning: the suite exited with $st (failed sites are marked in the report)" >&2
-python3 tools/tolerance_report.py "$WORK/success.xml" --threads "$THREADS" --build "$BUILD" --out "$OUT"
+python3 tools/tolerance_report.py "$WORK/success.xml" --threads "$THREADS" --build "$BUILD" --isa "$ISA" --out "$OUT"
 rm -f "$WORK/success.xml"
 echo "wrote $OUT" >&2

@@ -413,7 +413,7 @@ LREval LREval::from_json(const nlohmann::json& j) {
         for (auto it = j["frozen"].begin(); it != j["frozen"].end(); ++it) {
             char* end = nullptr;
             const long k0 = std::strtol(it.key().c_str(), &end, 10);
-            if (it.key().empty() || *end || k0 < 0 || k0 > (1 << 20)) fail("evaluation record: 'frozen' key '" + it.key() + "' is not a position");
+            if (it.key().empty() || *end || k0 < 0 || k0 > (1 << 20)) fail("evaluation record: 'frozen' key " + quote_text(it.key()) + " is not a position");
             f.push_back({(int)k0, json_nums(it.value(), "frozen/" + it.key())});
         }
         std::sort(f.begin(), f.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -646,12 +646,18 @@ int cgt_retable(const std::string& dir) {
         variants.push_back(v.get<std::string>());
     }
     const std::string kind = top["task"].get<std::string>();
-    if (kind != "arith" && kind != "linreg" && kind != "mix") fail("--retable: " + path + ": task '" + kind + "' has no table");
+    if (kind != "arith" && kind != "linreg" && kind != "mix") fail("--retable: " + path + ": task " + quote_text(kind) + " has no table");
+    if (variants.empty()) fail("--retable: " + path + ": 'compare' names no variant");
+    for (size_t i = 0; i < variants.size(); i++)
+        if (std::find(variants.begin(), variants.begin() + i, variants[i]) != variants.begin() + i)
+            fail("--retable: " + path + ": 'compare' names " + quote_text(variants[i]) + " twice");
     const size_t n = variants.size();
     std::vector<std::vector<ICLEval>> icl(n);
     std::vector<std::vector<LREval>> lr(n);
     std::vector<std::vector<TextEval>> text(n);
-    std::vector<std::string> cols(variants);  // the variant's name unless its own summary.json gives η (as --compare titles it)
+    // column titles as --compare wrote them; aux and aux-reg name their η, read from a run's own summary.json
+    std::vector<std::string> cols;
+    for (const std::string& v : variants) cols.push_back(v == "aux" || v == "aux-reg" ? v : column_title(v, NAN));
     std::vector<bool> titled(n, false);
     int runs = 0;
     for (const nlohmann::json& r : top["runs"]) {
@@ -659,8 +665,8 @@ int cgt_retable(const std::string& dir) {
             fail("--retable: " + path + ": a run without its variant");
         const std::string v = r["variant"].get<std::string>();
         const size_t i = std::find(variants.begin(), variants.end(), v) - variants.begin();
-        if (i == n) fail("--retable: " + path + ": run of variant '" + v + "', which 'compare' does not list");
-        const std::string what = "--retable: " + path + ": run " + v + " seed " + (r.contains("seed") ? r["seed"].dump() : "?");
+        if (i == n) fail("--retable: " + path + ": run of variant " + quote_text(v) + ", which 'compare' does not list");
+        const std::string what = "--retable: " + path + ": run " + quote_text(v) + " seed " + (r.contains("seed") ? quote_text(r["seed"].dump()) : "?");
         if (!r.contains("eval")) fail(what + ": no stored evaluation");
         try {
             if (kind == "arith") icl[i].push_back(ICLEval::from_json(r["eval"]));
@@ -682,13 +688,30 @@ int cgt_retable(const std::string& dir) {
                     }
                 } catch (const nlohmann::json::exception&) {
                     // an unreadable run summary only costs the column its η
+                } catch (const Error&) {
+                    // (nor does one that cannot be read at all)
                 }
             }
         }
     }
     for (size_t i = 0; i < n; i++)
         if ((kind == "arith" ? icl[i].size() : kind == "linreg" ? lr[i].size() : text[i].size()) == 0)
-            fail("--retable: " + path + ": variant '" + variants[i] + "' has no run");
+            fail("--retable: " + path + ": variant " + quote_text(variants[i]) + " has no run");
+    if (kind == "linreg") {
+        // the LR table indexes every curve by k and by the frozen k0s of the first run: every run must agree with it
+        const LREval& e0 = lr[0][0];
+        const size_t N = e0.dynamic.size();
+        for (size_t i = 0; i < n; i++)
+            for (const LREval& e : lr[i]) {
+                const std::string what = "--retable: " + path + ": a run of " + quote_text(variants[i]);
+                if (N == 0 || e.dynamic.size() != N || e.bayes.size() != N)
+                    fail(what + ": its dynamic and Bayes curves do not both have the first run's length " + std::to_string(N) + " (> 0)");
+                if (e.freeze_k != e0.freeze_k) fail(what + ": its frozen curves start at other k0 than the first run's");
+                for (size_t f = 0; f < e.frozen.size(); f++)
+                    if (e.frozen[f].size() != N || e.freeze_k[f] < 1 || (size_t)e.freeze_k[f] >= N)
+                        fail(what + strfmt(": the curve frozen after %d is not a curve of k = 0..%zu with 1 <= k0 < %zu", e.freeze_k[f], N - 1, N));
+            }
+    }
     std::string table;
     if (kind == "arith") table = icl_table_markdown(cols, icl);
     else if (kind == "linreg") {
