@@ -2,14 +2,15 @@
 # The GPU acceptance run (issue 14): everything to check and measure on a machine with an NVIDIA GPU, in one command,
 # all output in one report file.
 #
-#   tools/gpu_acceptance.sh [--report FILE] [--stages LIST] [--deps DIR]
+#   tools/gpu_acceptance.sh [--report FILE] [--stages LIST] [--deps DIR] [--prebuilt] [--jobs N] [--step-timeout S]
 #
 #   --report FILE   the report (default: out/gpu_acceptance-<date>.txt); every step's output and exit status
 #   --stages LIST   comma list, in this order (default: all of them):
 #     build       make cuda (nvcc for sm_80 and sm_90, -j$(nproc)); builds there, since a binary made on another
 #                 machine's CPU or system libraries may not run
 #     tests       every GPU test case in its own process with ICL_CUDA_SYNC=1 (a launch fault is reported at its
-#                 launch) and ICL_EXPECT_GPU=1 (a skip is a failure), then the whole suite from the CUDA build
+#                 launch) and ICL_EXPECT_GPU=1 (a skip is a failure)
+#     suite       the whole test suite (CPU cases too) from the CUDA build
 #     sanitizer   compute-sanitizer memcheck, racecheck and initcheck on a subset of the GPU cases (skipped, with
 #                 the reason, where compute-sanitizer is missing or refuses the device)
 #     gradcheck   gradcheck --devices cpu,cuda: the GPT (tokens, vectors, a wide case, GPT-2's vocabulary) and the
@@ -23,6 +24,14 @@
 #                 eager, TF32 off and on) where PyTorch with CUDA is installed
 #   --deps DIR      headers and libraries carried to a machine that cannot install packages (tools/gpu_deps.sh
 #                   makes the folder; passed to make as DEPS_DIR)
+#   --prebuilt      use the binaries already in build-cuda/ (built elsewhere, e.g. `make cuda ICL_MPI=0
+#                   ARCH_FLAGS="-mavx2 -mfma"` on a machine of the same system libraries) instead of the build stage:
+#                   the step 'binaries load' checks them first, and a shared library the loader cannot find is
+#                   looked up in the Python CUDA wheels (site-packages/nvidia/*/lib, where PyTorch's NCCL lives)
+#   --jobs N        the GPU test cases N at a time, each with OMP_NUM_THREADS = nproc / N (default 1); the report
+#                   keeps each case's output whole, in the cases' order
+#   --step-timeout S  every step is stopped after S seconds and counted failed (default 600): a hang cannot eat
+#                   a lease
 #
 # Every step runs even if an earlier one failed; the report ends with a table of every step (exit status, seconds)
 # and the exit status is non-zero if any step failed. On this project's lent GPU machine (the device tool: 10 minutes
@@ -33,19 +42,24 @@
 #   (the same) --stages build,runs,bench --report $OUT/a3.txt
 set -uo pipefail
 cd "$(dirname "$0")/.."
-report="" stages="build,tests,sanitizer,gradcheck,runs,bench" deps=""
+report="" stages="build,tests,suite,sanitizer,gradcheck,runs,bench" deps="" prebuilt=0 jobs=1 step_timeout=600
 while [ $# -gt 0 ]; do
     case "$1" in
         --report) report=$2; shift 2 ;;
         --stages) stages=$2; shift 2 ;;
         --deps) deps=$2; shift 2 ;;
+        --prebuilt) prebuilt=1; shift ;;
+        --jobs) jobs=$2; shift 2 ;;
+        --step-timeout) step_timeout=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 for s in ${stages//,/ }; do
-    case "$s" in build|tests|sanitizer|gradcheck|runs|bench) ;; *) echo "error: --stages: unknown stage '$s'" >&2; exit 2 ;; esac
+    case "$s" in build|tests|suite|sanitizer|gradcheck|runs|bench) ;; *) echo "error: --stages: unknown stage '$s'" >&2; exit 2 ;; esac
 done
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "error: --jobs '$jobs': expected a positive integer" >&2; exit 2; }
+[[ "$step_timeout" =~ ^[1-9][0-9]*$ ]] || { echo "error: --step-timeout '$step_timeout': expected a positive number of seconds" >&2; exit 2; }
 [ -z "$deps" ] || [ -d "$deps" ] || { echo "error: --deps $deps: no such folder (make it with tools/gpu_deps.sh)" >&2; exit 2; }
 report=${report:-out/gpu_acceptance-$(date +%Y%m%d-%H%M%S).txt}
 mkdir -p "$(dirname "$report")" out/gpu_acceptance
@@ -55,13 +69,16 @@ finish() { exec >&- 2>&-; wait "$tee_pid" 2>/dev/null; }  # the report is comple
 trap finish EXIT
 want() { [[ ",$stages," == *",$1,"* ]]; }
 results=() failures=()
-step() {  # step NAME CMD...: runs CMD, records its exit status and time
+# step NAME CMD...: runs CMD (stopped after --step-timeout; --foreground keeps it in this script's process group, so a
+# `timeout` around the whole script stops it too), records its exit status and time
+step() {
     local name=$1; shift
     echo
     echo "=== $name: $*"
     local t0=$SECONDS
-    "$@"
+    timeout --foreground --kill-after=10 "$step_timeout" "$@"
     local rc=$?
+    [ $rc -ne 124 ] && [ $rc -ne 137 ] || echo "=== $name: stopped after --step-timeout $step_timeout s"
     echo "=== $name: exit $rc after $((SECONDS - t0)) s"
     results+=("$(printf '%-5s %5ss  %s' "$rc" "$((SECONDS - t0))" "$name")")
     [ $rc -eq 0 ] || failures+=("$name")
@@ -80,7 +97,24 @@ step nvidia-smi nvidia-smi
 step nvcc bash -c "command -v nvcc >/dev/null && nvcc --version || /usr/local/cuda/bin/nvcc --version"
 step cpu bash -c "grep -m1 'model name' /proc/cpuinfo; nproc"
 
-if want build; then
+if [ $prebuilt -eq 1 ]; then
+    # binaries built elsewhere: every one must load here; a library the loader cannot find is looked up in --deps
+    # DIR/lib and in the Python CUDA wheels (PyTorch's NCCL, cuBLAS), whose folders then go on LD_LIBRARY_PATH
+    [ -z "$deps" ] || export LD_LIBRARY_PATH=$(cd "$deps/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    missing=$(ldd $B/* 2>/dev/null | awk '/not found/ {print $1}' | sort -u)
+    for lib in $missing; do
+        dir=$($py -c 'import sys, glob, os
+for p in sys.path:
+    for f in glob.glob(os.path.join(p, "nvidia", "*", "lib", sys.argv[1])): print(os.path.dirname(f)); sys.exit(0)' "$lib" 2>/dev/null)
+        if [ -n "$dir" ]; then echo "$lib: not found by the loader; using $dir"; export LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
+    done
+    nfail=${#failures[@]}
+    step "binaries load (--prebuilt)" bash -c "ls $B/test_icl >/dev/null && ! ldd $B/* 2>/dev/null | grep 'not found' && $B/test_icl --list-test-cases -ts=cuda >/dev/null"
+    if [ ${#failures[@]} -gt "$nfail" ]; then
+        echo "the binaries in $B do not run here: building them here instead"
+        step "make cuda (the prebuilt binaries did not run)" make cuda "${makeargs[@]}"
+    fi
+elif want build; then
     step "make cuda" make cuda "${makeargs[@]}"
 fi
 
@@ -90,9 +124,39 @@ if want tests; then
     mapfile -t cases < <(ICL_EXPECT_GPU=1 $B/test_icl -ts=cuda --list-test-cases 2>/dev/null | grep -v -e '^\[' -e '^=' -e '^$')
     echo "${#cases[@]} test cases in the cuda suite"
     [ ${#cases[@]} -gt 0 ] || { results+=("1         -   listing the GPU test cases: none found"); failures+=("listing the GPU test cases"); }
-    for c in ${cases[@]+"${cases[@]}"}; do
-        step "test: $c" timeout 600 env ICL_CUDA_SYNC=1 ICL_EXPECT_GPU=1 ICL_BIN_DIR=$B $B/test_icl -tc="${c//,/\\,}"
-    done
+    if [ "$jobs" -eq 1 ]; then
+        for c in ${cases[@]+"${cases[@]}"}; do
+            step "test: $c" env ICL_CUDA_SYNC=1 ICL_EXPECT_GPU=1 ICL_BIN_DIR=$B $B/test_icl -tc="${c//,/\\,}"
+        done
+    else
+        # N cases at a time on the one GPU, each into its own log; the logs then go into the report in order
+        tdir=$(mktemp -d)
+        case_threads=$(( nproc / jobs > 0 ? nproc / jobs : 1 ))
+        pids=()
+        for i in ${cases[@]+"${!cases[@]}"}; do
+            while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n 2>/dev/null || true; done
+            c=${cases[$i]}
+            ( t0=$SECONDS
+              OMP_NUM_THREADS=$case_threads timeout --foreground --kill-after=10 "$step_timeout" env ICL_CUDA_SYNC=1 ICL_EXPECT_GPU=1 \
+                  ICL_BIN_DIR=$B $B/test_icl -tc="${c//,/\\,}" >"$tdir/$i.log" 2>&1
+              echo "$? $((SECONDS - t0))" >"$tdir/$i.rc" ) &
+            pids+=($!)
+        done
+        [ ${#pids[@]} -eq 0 ] || wait "${pids[@]}"
+        for i in ${cases[@]+"${!cases[@]}"}; do
+            c=${cases[$i]}
+            read -r rc secs <"$tdir/$i.rc" 2>/dev/null || { rc=1; secs=-; }
+            echo; echo "=== test: $c (--jobs $jobs, OMP_NUM_THREADS=$case_threads)"
+            cat "$tdir/$i.log"
+            [ "$rc" != 124 ] && [ "$rc" != 137 ] || echo "=== test: $c: stopped after --step-timeout $step_timeout s"
+            echo "=== test: $c: exit $rc after $secs s"
+            results+=("$(printf '%-5s %5ss  %s' "$rc" "$secs" "test: $c")")
+            [ "$rc" = 0 ] || failures+=("test: $c")
+        done
+        rm -rf "$tdir"
+    fi
+fi
+if want suite; then
     step "test: whole suite (CUDA build)" env ICL_EXPECT_GPU=1 ICL_BIN_DIR=$B $B/test_icl
 fi
 
@@ -100,16 +164,16 @@ if want sanitizer; then
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     if [ ! -x "$cs" ]; then
         echo; echo "=== sanitizer: skipped: compute-sanitizer not found"; results+=("skip      -   compute-sanitizer (not installed)")
-    elif ! "$cs" --tool memcheck --error-exitcode 3 $B/test_icl -tc="cuda kernels: GELU*" >/dev/null 2>&1; then
+    elif ! timeout 300 "$cs" --tool memcheck --error-exitcode 3 $B/test_icl -tc="cuda kernels: GELU*" >/dev/null 2>&1; then
         echo; echo "=== sanitizer: skipped: compute-sanitizer does not run here (a gVisor machine refuses the device):"
-        "$cs" --tool memcheck $B/test_icl -tc="cuda kernels: GELU*" 2>&1 | tail -5
+        timeout 300 "$cs" --tool memcheck $B/test_icl -tc="cuda kernels: GELU*" 2>&1 | tail -5
         results+=("skip      -   compute-sanitizer (refused here)")
     else
         subset="cuda kernels: layernorm*,cuda kernels: causal softmax attention*,cuda kernels: softmax cross-entropy*,cuda kernels: CGT weight generator*,cuda kernels: kernel attention (RoPE*"
         for tool in memcheck racecheck initcheck; do
-            step "compute-sanitizer $tool" timeout 900 env ICL_EXPECT_GPU=1 "$cs" --tool $tool --error-exitcode 3 $B/test_icl -tc="$subset"
+            step "compute-sanitizer $tool" env ICL_EXPECT_GPU=1 "$cs" --tool $tool --error-exitcode 3 $B/test_icl -tc="$subset"
         done
-        step "compute-sanitizer memcheck: GPT model" timeout 900 env ICL_EXPECT_GPU=1 "$cs" --tool memcheck --error-exitcode 3 $B/test_icl -tc="cuda models: GPT forward*"
+        step "compute-sanitizer memcheck: GPT model" env ICL_EXPECT_GPU=1 "$cs" --tool memcheck --error-exitcode 3 $B/test_icl -tc="cuda models: GPT forward*"
     fi
 fi
 
@@ -166,16 +230,16 @@ if want bench; then
     step "bench gemm kernels model cgt (cuda)" $B/bench --device cuda gemm kernels model cgt
     step "bench GPT-2 small" $B/bench --device cuda kernels model --preset gpt2-small
     step "bench GPT-2 small --tf32" $B/bench --device cuda model --preset gpt2-small --tf32
-    step "bench GPT-2 small, fused attention (ICL_FUSED_ATTENTION=1)" env ICL_FUSED_ATTENTION=1 $B/bench --device cuda model --preset gpt2-small
-    step "train_gpt arith on cuda, fused attention" env ICL_FUSED_ATTENTION=1 $B/train_gpt --preset arith --steps 300 --device cuda --out out/gpu_acceptance/arith_fused
-    step "iclca bench on cuda, kernel-attention state in global memory" $B/iclca bench --Ms 0 --Ts 1024,4096 --gen 32 --device cuda --out out/gpu_acceptance/kattn_global
-    step "iclca bench on cuda, kernel-attention state in shared memory (ICL_KATTN_SHARED=1)" env ICL_KATTN_SHARED=1 $B/iclca bench --Ms 0 --Ts 1024,4096 --gen 32 --device cuda --out out/gpu_acceptance/kattn_shared
     if $py -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
         step "PyTorch eager, GPT-2 small" $py tools/bench_pytorch.py --device cuda $G2S --reps 10
         step "PyTorch eager, GPT-2 small, TF32" $py tools/bench_pytorch.py --device cuda $G2S --reps 10 --tf32
     else
         echo; echo "=== PyTorch: skipped: no PyTorch with CUDA for $py"; results+=("skip      -   PyTorch comparison (no torch with CUDA)")
     fi
+    step "bench GPT-2 small, fused attention (ICL_FUSED_ATTENTION=1)" env ICL_FUSED_ATTENTION=1 $B/bench --device cuda model --preset gpt2-small
+    step "train_gpt arith on cuda, fused attention" env ICL_FUSED_ATTENTION=1 $B/train_gpt --preset arith --steps 300 --device cuda --out out/gpu_acceptance/arith_fused
+    step "iclca bench on cuda, kernel-attention state in global memory" $B/iclca bench --Ms 0 --Ts 1024,4096,16384 --gen 32 --device cuda --out out/gpu_acceptance/kattn_global
+    step "iclca bench on cuda, kernel-attention state in shared memory (ICL_KATTN_SHARED=1)" env ICL_KATTN_SHARED=1 $B/iclca bench --Ms 0 --Ts 1024,4096,16384 --gen 32 --device cuda --out out/gpu_acceptance/kattn_shared
 fi
 
 echo
