@@ -113,15 +113,6 @@ __global__ void probabilities_from_lse_kernel(float* p, const float* lse, int64_
     for (int j = lane; j < T; j += WARP) row[j] = j >= lo && j <= i ? expf(row[j] - l) : 0.0f;
 }
 
-// --tf32: cuBLAS's TF32 tensor-core path wants every operand 16-byte aligned. The per-(b,h) pointers into qkv, out
-// and the T×T slices are when C, hs and T are multiples of 4 floats and the buffers start aligned; otherwise these
-// products run in plain fp32 (gemm_batched's aligned16 = false) — e.g. the arithmetic task's T = 243.
-static bool operands_aligned16(int T, int C, int NH, std::initializer_list<const void*> bases) {
-    bool ok = C % 4 == 0 && (C / NH) % 4 == 0 && T % 4 == 0;
-    for (const void* b : bases) ok &= (uintptr_t)b % 16 == 0;
-    return ok;
-}
-
 static const float** fill_pointers(int B, int NH, int T, int C, const float* qkv, const float* o, const float* att, const float* dqkv,
                                    const float* datt, int bh0, const float* prob = nullptr) {
     const int BNH = B * NH;
@@ -134,27 +125,25 @@ static const float** fill_pointers(int B, int NH, int T, int C, const float* qkv
 void attention_forward(float* out, float* att, float* scratch, const float* qkv, int B, int T, int C, int NH, const int* kstart) {
     (void)scratch;
     ICL_ASSERT(NH > 0 && C % NH == 0);
-    const bool al = operands_aligned16(T, C, NH, {out, att, qkv});
     const int hs = C / NH, BNH = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
     const float** p = fill_pointers(B, NH, T, C, qkv, out, att, nullptr, nullptr, 0);
     float* const* pa = (float* const*)(p + P_A * BNH);
     // preatt = scale · q @ kᵀ                                    (T,T) per pair
-    gemm_batched(false, true, T, T, hs, scale, p + P_Q * BNH, 3 * C, p + P_K * BNH, 3 * C, 0.0f, pa, T, BNH, al);
+    gemm_batched(false, true, T, T, hs, scale, p + P_Q * BNH, 3 * C, p + P_K * BNH, 3 * C, 0.0f, pa, T, BNH);
     // causal, numerically stable softmax of each row over j <= i
     const int64_t rows = (int64_t)BNH * T;
     causal_softmax_forward_kernel<<<blocks(rows, 8), 8 * WARP>>>(att, rows, T, NH, kstart);
     launchCheck("causal_softmax_forward_kernel");
     // out = att @ v                                              (T,hs) per pair, into out (B,T,C)
     gemm_batched(false, false, T, hs, T, 1.0f, (const float* const*)pa, T, p + P_V * BNH, 3 * C, 0.0f, (float* const*)(p + P_O * BNH), C,
-                 BNH, al);
+                 BNH);
 }
 
 // Backward of attention_forward. ACCUMULATES into dqkv.
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B, int T, int C, int NH) {
     (void)scratch;
     ICL_ASSERT(NH > 0 && C % NH == 0);
-    const bool al = operands_aligned16(T, C, NH, {dqkv, dout, qkv, att});
     const int hs = C / NH, BNH = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
     // batch rows per group: the group's dL/datt (G·NH·T·T floats) stays <= 2^28 floats (1 GiB)
@@ -167,16 +156,16 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
         auto arr = [&](int which) { return p + which * BNH + bh0; };  // this group's slice of one pointer array
         float* const* pd = (float* const*)(p + P_D * BNH + bh0);
         // out = att @ v   =>   datt = dout @ vᵀ                                  (T,T) per pair
-        gemm_batched(false, true, T, T, hs, 1.0f, arr(P_O), C, arr(P_V), 3 * C, 0.0f, pd, T, cnt, al);
+        gemm_batched(false, true, T, T, hs, 1.0f, arr(P_O), C, arr(P_V), 3 * C, 0.0f, pd, T, cnt);
         // out = att @ v   =>   dv += attᵀ @ dout                                 (T,hs) per pair
-        gemm_batched(true, false, T, hs, T, 1.0f, arr(P_A), T, arr(P_O), C, 1.0f, (float* const*)arr(P_DV), 3 * C, cnt, al);
+        gemm_batched(true, false, T, hs, T, 1.0f, arr(P_A), T, arr(P_O), C, 1.0f, (float* const*)arr(P_DV), 3 * C, cnt);
         // att = softmax(preatt)   =>   dpreatt = att ⊙ (datt − rowsum(att ⊙ datt)), in place
         const int64_t rows = (int64_t)cnt * T;
         causal_softmax_backward_kernel<<<blocks(rows, 8), 8 * WARP>>>(datt, att + (size_t)bh0 * T * T, rows, T);
         launchCheck("causal_softmax_backward_kernel");
         // preatt = scale · q @ kᵀ   =>   dq += scale · dpreatt @ k ,   dk += scale · dpreattᵀ @ q
-        gemm_batched(false, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_K), 3 * C, 1.0f, (float* const*)arr(P_DQ), 3 * C, cnt, al);
-        gemm_batched(true, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_Q), 3 * C, 1.0f, (float* const*)arr(P_DK), 3 * C, cnt, al);
+        gemm_batched(false, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_K), 3 * C, 1.0f, (float* const*)arr(P_DQ), 3 * C, cnt);
+        gemm_batched(true, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_Q), 3 * C, 1.0f, (float* const*)arr(P_DK), 3 * C, cnt);
     }
 }
 
@@ -188,7 +177,6 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
 void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, const int* kstart) {
     ICL_ASSERT(NH > 0 && C % NH == 0);
     if (icl::fused_attention_enabled() && attention_fused_fits(B, T, C, NH)) return attention_fused_forward(out, lse, qkv, B, T, C, NH, kstart);
-    const bool al = operands_aligned16(T, C, NH, {out, qkv});
     const int hs = C / NH, BNH = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
     const int64_t per_b = (int64_t)NH * T * T;
@@ -200,13 +188,13 @@ void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int 
         auto arr = [&](int which) { return p + which * BNH + bh0; };
         float* const* pp = (float* const*)arr(P_P);
         // preatt = scale · q @ kᵀ                                    (T,T) per pair of the group
-        gemm_batched(false, true, T, T, hs, scale, arr(P_Q), 3 * C, arr(P_K), 3 * C, 0.0f, pp, T, cnt, al);
+        gemm_batched(false, true, T, T, hs, scale, arr(P_Q), 3 * C, arr(P_K), 3 * C, 0.0f, pp, T, cnt);
         // causal softmax of each row, its log-sum-exp saved
         const int64_t rows = (int64_t)cnt * T;
         causal_softmax_forward_kernel<<<blocks(rows, 8), 8 * WARP>>>(prob, rows, T, NH, kstart ? kstart + b0 : nullptr, lse + (size_t)bh0 * T);
         launchCheck("causal_softmax_forward_kernel (lse)");
         // out = att @ v                                              (T,hs) per pair, into out (B,T,C)
-        gemm_batched(false, false, T, hs, T, 1.0f, (const float* const*)pp, T, arr(P_V), 3 * C, 0.0f, (float* const*)arr(P_O), C, cnt, al);
+        gemm_batched(false, false, T, hs, T, 1.0f, (const float* const*)pp, T, arr(P_V), 3 * C, 0.0f, (float* const*)arr(P_O), C, cnt);
     }
 }
 
@@ -215,7 +203,6 @@ void attention_backward_lse(float* dqkv, const float* dout, const float* out, co
                             const int* kstart) {
     ICL_ASSERT(NH > 0 && C % NH == 0);
     if (icl::fused_attention_enabled() && attention_fused_fits(B, T, C, NH)) return attention_fused_backward(dqkv, dout, out, qkv, lse, B, T, C, NH, kstart);
-    const bool al = operands_aligned16(T, C, NH, {dqkv, dout, qkv});
     const int hs = C / NH, BNH = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
     // batch rows per group: its P and dP (2·G·NH·T·T floats) stay <= 2^28 floats (1 GiB)
@@ -231,18 +218,18 @@ void attention_backward_lse(float* dqkv, const float* dout, const float* out, co
         float* const* pd = (float* const*)arr(P_D);
         const int64_t rows = (int64_t)cnt * T;
         // the forward's probabilities, recomputed: P = exp(scale · q @ kᵀ − lse)   (T,T) per pair
-        gemm_batched(false, true, T, T, hs, scale, arr(P_Q), 3 * C, arr(P_K), 3 * C, 0.0f, pp, T, cnt, al);
+        gemm_batched(false, true, T, T, hs, scale, arr(P_Q), 3 * C, arr(P_K), 3 * C, 0.0f, pp, T, cnt);
         probabilities_from_lse_kernel<<<blocks(rows, 8), 8 * WARP>>>(prob, lse + (size_t)bh0 * T, rows, T, NH, kstart ? kstart + b0 : nullptr);
         launchCheck("probabilities_from_lse_kernel");
         // out = P @ v   =>   dP = dout @ vᵀ,   dv += Pᵀ @ dout
-        gemm_batched(false, true, T, T, hs, 1.0f, arr(P_O), C, arr(P_V), 3 * C, 0.0f, pd, T, cnt, al);
-        gemm_batched(true, false, T, hs, T, 1.0f, (const float* const*)pp, T, arr(P_O), C, 1.0f, (float* const*)arr(P_DV), 3 * C, cnt, al);
+        gemm_batched(false, true, T, T, hs, 1.0f, arr(P_O), C, arr(P_V), 3 * C, 0.0f, pd, T, cnt);
+        gemm_batched(true, false, T, hs, T, 1.0f, (const float* const*)pp, T, arr(P_O), C, 1.0f, (float* const*)arr(P_DV), 3 * C, cnt);
         // P = softmax(preatt)   =>   dS = P ⊙ (dP − rowsum(P ⊙ dP)), in place
         causal_softmax_backward_kernel<<<blocks(rows, 8), 8 * WARP>>>(dprob, prob, rows, T);
         launchCheck("causal_softmax_backward_kernel (lse)");
         // preatt = scale · q @ kᵀ   =>   dq += scale · dS @ k ,   dk += scale · dSᵀ @ q
-        gemm_batched(false, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_K), 3 * C, 1.0f, (float* const*)arr(P_DQ), 3 * C, cnt, al);
-        gemm_batched(true, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_Q), 3 * C, 1.0f, (float* const*)arr(P_DK), 3 * C, cnt, al);
+        gemm_batched(false, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_K), 3 * C, 1.0f, (float* const*)arr(P_DQ), 3 * C, cnt);
+        gemm_batched(true, false, T, hs, T, scale, (const float* const*)pd, T, arr(P_Q), 3 * C, 1.0f, (float* const*)arr(P_DK), 3 * C, cnt);
     }
 }
 

@@ -140,15 +140,14 @@ void gemm_strided(bool transA, bool transB, int M, int N, int K, float alpha, co
                   const float* B, int ldb, int64_t strideB, float beta, float* C, int ldc, int64_t strideC, int count);
 // The same with arbitrary per-product pointers: device arrays of `count` pointers each.
 void gemm_batched(bool transA, bool transB, int M, int N, int K, float alpha, const float* const* A, int lda,
-                  const float* const* B, int ldb, float beta, float* const* C, int ldc, int count,
-                  bool aligned16 = false);  // the caller vouches that every pointer in A, B, C is 16-byte aligned (TF32)
+                  const float* const* B, int ldb, float beta, float* const* C, int ldc, int count);
 
 // ---- scratch --------------------------------------------------------------------------------------------
 
 // Grow-only device buffers reused by every call, one per purpose so that one op can hold several at once.
 // Growing frees the old buffer (cudaFree synchronizes the device first, so no pending kernel still uses it).
 enum class Scratch { attn_grad, attn_ptrs, attn_fused_d, colsum, reduce, gen_dz, cgt_a, cgt_b, cgt_c, kattn_dd, kattn_red,
-                     amod_w, amod_dp, amod_d, amod_score, tint_loss, count_ };
+                     amod_w, amod_dp, amod_d, amod_score, tint_loss, embed_chain, count_ };
 void* scratch(Scratch slot, size_t bytes);
 template <typename T>
 T* scratch_as(Scratch slot, size_t count) { return (T*)scratch(slot, count * sizeof(T)); }

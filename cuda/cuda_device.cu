@@ -115,13 +115,12 @@ cublasHandle_t cublas() {
 }
 
 // fp32 products and accumulation (CUBLAS_COMPUTE_32F: cuBLAS uses TF32 only when asked, and the handle's
-// math mode stays CUBLAS_DEFAULT_MATH), or TF32 tensor-core products with fp32 accumulation when --tf32 allows it.
-// TF32 only for products whose operands are 16-byte aligned (leading dimensions and strides multiples of 4 floats,
-// pointers aligned): cuBLAS's tensor-core kernels assume it; any other product runs in plain fp32 (the --tf32
-// arithmetic task's T = 243 included).
-static cublasComputeType_t compute_type(bool aligned16) { return tf32() && aligned16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F; }
-static bool aligned16(const void* p) { return (uintptr_t)p % 16 == 0; }
-static bool aligned16(int ld) { return ld % 4 == 0; }
+// math mode stays CUBLAS_DEFAULT_MATH), or TF32 tensor-core products with fp32 accumulation when --tf32 allows it —
+// for every product, whatever its alignment: cuBLAS picks a kernel that handles operands that are not 16-byte
+// aligned (the LM head's V = 50257 columns, the arithmetic task's T = 243). An earlier version ran such products
+// in plain fp32, which left GPT-2's LM head — a third of its matmul flops — at the fp32 rate (bench model
+// --preset gpt2-small --tf32 on an H200: 94.9 ms per step that way; docs/benchmarks.md has the measurement).
+static cublasComputeType_t compute_type() { return tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F; }
 
 // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: pass B first, swap M and N. A row-major
 // (R,K) matrix with leading dimension ld IS a column-major (K,R) matrix with the same ld, so the transpose
@@ -131,7 +130,7 @@ void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const floa
     if (M == 0 || N == 0) return;
     cublasCheck(cublasGemmEx(cublas(), transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,
                              CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc,
-                             compute_type(aligned16(A) && aligned16(B) && aligned16(C) && aligned16(lda) && aligned16(ldb) && aligned16(ldc)),
+                             compute_type(),
                              CUBLAS_GEMM_DEFAULT));
 }
 
@@ -141,18 +140,17 @@ void gemm_strided(bool transA, bool transB, int M, int N, int K, float alpha, co
     cublasCheck(cublasGemmStridedBatchedEx(cublas(), transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
                                            &alpha, B, CUDA_R_32F, ldb, strideB, A, CUDA_R_32F, lda, strideA, &beta, C, CUDA_R_32F, ldc,
                                            strideC, count,
-                                           compute_type(aligned16(A) && aligned16(B) && aligned16(C) && aligned16(lda) && aligned16(ldb) &&
-                                                        aligned16(ldc) && strideA % 4 == 0 && strideB % 4 == 0 && strideC % 4 == 0),
+                                           compute_type(),
                                            CUBLAS_GEMM_DEFAULT));
 }
 
 void gemm_batched(bool transA, bool transB, int M, int N, int K, float alpha, const float* const* A, int lda, const float* const* B,
-                  int ldb, float beta, float* const* C, int ldc, int count, bool aligned) {
+                  int ldb, float beta, float* const* C, int ldc, int count) {
     if (M == 0 || N == 0 || count == 0) return;
     cublasCheck(cublasGemmBatchedEx(cublas(), transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
                                     (const void* const*)B, CUDA_R_32F, ldb, (const void* const*)A, CUDA_R_32F, lda, &beta,
                                     (void* const*)C, CUDA_R_32F, ldc, count,
-                                    compute_type(aligned && aligned16(lda) && aligned16(ldb) && aligned16(ldc)), CUBLAS_GEMM_DEFAULT));
+                                    compute_type(), CUBLAS_GEMM_DEFAULT));
 }
 
 void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta,

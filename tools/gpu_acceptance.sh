@@ -126,7 +126,7 @@ if want tests; then
     [ ${#cases[@]} -gt 0 ] || { results+=("1         -   listing the GPU test cases: none found"); failures+=("listing the GPU test cases"); }
     if [ "$jobs" -eq 1 ]; then
         for c in ${cases[@]+"${cases[@]}"}; do
-            step "test: $c" env ICL_CUDA_SYNC=1 ICL_EXPECT_GPU=1 ICL_BIN_DIR=$B $B/test_icl -tc="${c//,/\\,}"
+            step "test: $c" env ICL_CUDA_SYNC=1 ICL_EXPECT_GPU=1 ICL_TEST_LOG_ERRORS=1 ICL_BIN_DIR=$B $B/test_icl -tc="${c//,/\\,}"
         done
     else
         # N cases at a time on the one GPU, each into its own log; the logs then go into the report in order
@@ -137,7 +137,7 @@ if want tests; then
             while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n 2>/dev/null || true; done
             c=${cases[$i]}
             ( t0=$SECONDS
-              OMP_NUM_THREADS=$case_threads timeout --foreground --kill-after=10 "$step_timeout" env ICL_CUDA_SYNC=1 ICL_EXPECT_GPU=1 \
+              OMP_NUM_THREADS=$case_threads timeout --foreground --kill-after=10 "$step_timeout" env ICL_CUDA_SYNC=1 ICL_EXPECT_GPU=1 ICL_TEST_LOG_ERRORS=1 \
                   ICL_BIN_DIR=$B $B/test_icl -tc="${c//,/\\,}" >"$tdir/$i.log" 2>&1
               echo "$? $((SECONDS - t0))" >"$tdir/$i.rc" ) &
             pids+=($!)
