@@ -146,7 +146,7 @@ void gemm_batched(bool transA, bool transB, int M, int N, int K, float alpha, co
 
 // Grow-only device buffers reused by every call, one per purpose so that one op can hold several at once.
 // Growing frees the old buffer (cudaFree synchronizes the device first, so no pending kernel still uses it).
-enum class Scratch { attn_grad, attn_ptrs, attn_fused_d, colsum, reduce, gen_dz, cgt_a, cgt_b, cgt_c, kattn_dd, kattn_red,
+enum class Scratch { attn_grad, attn_ptrs, attn_fused_d, colsum, reduce, gen_dz, cgt_a, cgt_b, cgt_c, kattn_dd, kattn_red, kattn_u, kattn_tot,
                      amod_w, amod_dp, amod_d, amod_score, tint_loss, embed_chain, count_ };
 void* scratch(Scratch slot, size_t bytes);
 template <typename T>

@@ -9,17 +9,26 @@
 //   den_t = a_t·z_t + eps                                                                     saved (B,NH,T)
 //   out_t = (â_tᵀ S_t) / den_t                 (hs) → out[b, t, h·hs : h·hs+hs]
 //
-// How it runs. The CPU uses a chunked parallel form (small T×T products per chunk); this version is the
-// plainest correct GPU mapping, the RECURRENT form run as a scan: one thread block per (b, h) pair walks the
-// tokens in order and keeps the state. Thread j owns column j of S (m values, in a global scratch slice of the
-// pair — coalesced across j and L2-resident — or, with ICL_KATTN_SHARED=1, in shared memory: state_in_shared
-// below), threads i < m own z_i; â_t, ĉ_t, a_t sit in shared memory for the step. Work is O(T·m·hs) per pair like the CPU's, but sequential in T: fine for the model sizes ICLCA
-// uses; not tuned (a chunked GPU version would be the next step). Backward is the same scan twice:
+// How it runs. Two forms, picked by ICL_KATTN_FORM / set_kernel_attention_form (engine/device.h):
+//  * chunked (the default), like the CPU's parallel form: chunks of KC = 32 tokens. Per (pair, chunk c) with S_c, z_c
+//    the state before the chunk and t, s rows of the chunk,
+//      num_t = â_tᵀ S_c + Σ_{s<=t} (â_t·ĉ_s) v_s,      den_t = a_t·Z_t + eps,   Z_t = z_c + Σ_{s<=t} c_s;
+//    (1) the chunks' sums ΔS_c = Σ_t ĉ_t v_tᵀ, Δz_c = Σ_t c_t, every (pair, chunk, element) at once; (2) an exclusive
+//    prefix over the chunks, from the biases, gives S_c, z_c (one thread per (pair, element), chunks in order);
+//    (3) one block per (pair, chunk) forms its rows from S_c, z_c and the chunk's own (KC×KC) scores. The backward is
+//    the same three steps on the reversed sums U_c = Σ_{t after chunk c} â_t dnum_tᵀ, w_c = Σ_{t after c} a_t dden_t
+//    (below). Every pair and chunk runs in parallel: B·NH·T/KC blocks.
+//  * scan: the plainest correct mapping, the RECURRENT form — one thread block per (b, h) walks the tokens in order
+//    and keeps the state. Thread j owns column j of S (m values, in a global scratch slice of the pair — coalesced
+//    across j and L2-resident — or, with scan-shared, in shared memory: state_in_shared below), threads i < m own z_i;
+//    â_t, ĉ_t, a_t sit in shared memory for the step. O(T·m·hs) per pair like the chunked form but sequential in T:
+//    B·NH blocks. Kept as the readable reference of the chunked kernels (and for head sizes whose chunk does not fit
+//    shared memory). Backward is the same scan twice:
 //   forward sweep (t ascending):  dâ_t = S_t dnum_t,  da_t = R_{p_t}ᵀ dâ_t + z_t·dden_t,  dq_t += φ'(q_t) da_t
 //   reverse sweep (t descending): U_t = Σ_{t'>=t} â_{t'} dnum_{t'}ᵀ,  w_t = Σ_{t'>=t} a_{t'} dden_{t'}
 //                                 dĉ_t = U_t v_t,  dv_t += U_tᵀ ĉ_t,  dc_t = R_{p_t}ᵀ dĉ_t + w_t,  dk_t += φ'(k_t) dc_t
 //   with dnum_t = g_t/den_t, dden_t = −(g_t·out_t)/den_t; the bias gradients are U_0 and w_0, summed over b in
-//   order by a last small kernel (deterministic).
+//   order by a last small kernel (deterministic). Both forms are deterministic (no atomics).
 // RoPE angles are computed in double and rounded once to float, as on the CPU (rope.h).
 #include "cuda/common.cuh"
 #include "cuda/layers.h"
@@ -129,10 +138,9 @@ static int scan_threads(int hs) { return std::max(WARP, ceil_div(hs, WARP) * WAR
 
 // Whether a scan keeps its (m,hs) state in shared memory (rows padded to hs+1 floats: the row reads of the backward
 // sweeps then hit 32 different banks) rather than in the pair's global scratch slice: when
-// set_kernel_attention_shared_state is on (ICL_KATTN_SHARED=1; off until measured on a GPU) and it fits the device's
-// opt-in limit. Adds the state to `shmem` and raises the kernel's dynamic shared-memory limit past 48 KiB if needed.
+// the form is scan-shared (ICL_KATTN_FORM=scan-shared) and it fits the device's opt-in limit. Adds the state to `shmem` and raises the kernel's dynamic shared-memory limit past 48 KiB if needed.
 static bool state_in_shared(const void* kernel, size_t& shmem, int m, int hs) {
-    if (!icl::kernel_attention_shared_state_enabled()) return false;
+    if (icl::kernel_attention_form() != icl::KattnForm::scan_shared) return false;
     const size_t total = shmem + (size_t)m * (hs + 1) * sizeof(float);
     static int optin = -1;
     if (optin < 0) {
@@ -146,6 +154,245 @@ static bool state_in_shared(const void* kernel, size_t& shmem, int m, int hs) {
     return true;
 }
 
+// ---- the chunked form ------------------------------------------------------------------------------------------
+constexpr int KC = 32;  // tokens per chunk
+
+// (1) Per (pair bh, chunk c): st[(bh·nC + c)·P + e], P = m·hs + m, with t over the chunk's rows
+//       e = i·hs + j < m·hs:  Σ_t X_t[i] · Y_t[j]          Y_t[j] = y[(b·T + t)·ldy + h·hs + j] / (ydiv ? ydiv[bh·T + t] : 1)
+//       e = m·hs + i:         Σ_t F_t[i] · (w ? w[bh·T + t] : 1)
+//     forward: X = ĉ, y = v, F = c (ΔS_c, Δz_c);  backward: X = â, y = g with ydiv = den (dnum), F = a, w = dden (ΔU_c, Δw_c).
+//     grid (ceil(P/256), nC, B·NH); t in order.
+__global__ void kattn_chunk_sums_kernel(float* st, const float* X, const float* y, int ldy, const float* ydiv, const float* F, const float* w,
+                                        int T, int NH, int m, int hs, int nC) {
+    const int P = m * hs + m, e = blockIdx.x * blockDim.x + threadIdx.x, c = blockIdx.y, bh = blockIdx.z, b = bh / NH, h = bh % NH;
+    if (e >= P) return;
+    const int t0 = c * KC, t1 = min(T, t0 + KC);
+    const size_t fo = (size_t)bh * T * m;
+    float acc = 0.0f;
+    if (e < m * hs) {
+        const int i = e / hs, j = e % hs;
+        for (int t = t0; t < t1; t++) {
+            const float yv = y[((size_t)b * T + t) * ldy + (size_t)h * hs + j];
+            acc += X[fo + (size_t)t * m + i] * (ydiv ? yv / ydiv[(size_t)bh * T + t] : yv);
+        }
+    } else {
+        const int i = e - m * hs;
+        for (int t = t0; t < t1; t++) acc += F[fo + (size_t)t * m + i] * (w ? w[(size_t)bh * T + t] : 1.0f);
+    }
+    st[((size_t)bh * nC + c) * P + e] = acc;
+}
+
+// (2) forward: st[c] <- (b_KV, b_D)[h] + Σ_{c'<c} st[c']   (the state before chunk c)
+//     reverse: st[c] <- Σ_{c'>c} st[c'] (the sums after chunk c),  total[bh] <- Σ_c st[c] (U_0, w_0: the bias gradients)
+//     one thread per (pair, element), chunks in order; grid (ceil(P/256), B·NH)
+__global__ void kattn_chunk_scan_kernel(float* st, float* total, const float* bkv, const float* bd, int NH, int m, int hs, int nC, bool reverse) {
+    const int P = m * hs + m, e = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.y, h = bh % NH;
+    if (e >= P) return;
+    float run = 0.0f;
+    if (!reverse) run = e < m * hs ? (bkv ? bkv[(size_t)h * m * hs + e] : 0.0f) : (bd ? bd[(size_t)h * m + (e - m * hs)] : 0.0f);
+    for (int k = 0; k < nC; k++) {
+        const int c = reverse ? nC - 1 - k : k;
+        float* x = st + ((size_t)bh * nC + c) * P + e;
+        const float d = *x;
+        *x = run;
+        run += d;
+    }
+    if (total) total[(size_t)bh * P + e] = run;
+}
+
+// Shared-memory floats of the chunk kernels (feature rows padded to m+1, and the backward's v rows to hs+1: the score
+// loops read column i (j) of KC rows).
+static size_t chunk_forward_floats(int m, int hs) { return 4 * (size_t)KC * (m + 1) + (size_t)KC * hs + (size_t)KC * KC + KC; }
+static size_t chunk_backward_floats(int m, int hs) { return 6 * (size_t)KC * (m + 1) + (size_t)KC * (hs + 1) + (size_t)KC * hs + 2 * (size_t)KC * KC + KC; }
+
+// (3) forward, one block per (chunk c, pair bh):
+//   Z_t = z_c + Σ_{s<=t} c_s;   den_t = a_t·Z_t + eps;   A[t][s] = â_t·ĉ_s (s <= t);
+//   out_t = (â_tᵀ S_c + Σ_{s<=t} A[t][s] v_s) / den_t          (S_c, z_c: st after step 2)
+__global__ void kattn_chunk_forward_kernel(float* out, float* den, const float* st, const float* phiq, const float* phik, const float* rphiq,
+                                           const float* rphik, const float* qkv, int T, int C, int NH, int nC, float eps) {
+    extern __shared__ float sh[];
+    const int hs = C / NH, m = hs, c = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, ld = m + 1;
+    const int t0 = c * KC, n = min(KC, T - t0), tid = threadIdx.x, nt = blockDim.x;
+    float* ah = sh;              // (KC, m+1) â
+    float* ch = ah + KC * ld;    // (KC, m+1) ĉ
+    float* a = ch + KC * ld;     // (KC, m+1) a
+    float* Z = a + KC * ld;      // (KC, m+1) c, then Z
+    float* v = Z + KC * ld;      // (KC, hs)
+    float* A = v + KC * hs;      // (KC, KC)  scores
+    float* dn = A + KC * KC;     // (KC)      den
+    const float* S = st + ((size_t)bh * nC + c) * ((size_t)m * hs + m);  // (m,hs) S_c, then (m) z_c
+    const size_t fo = ((size_t)bh * T + t0) * m;
+    for (int k = tid; k < n * m; k += nt) {
+        const int t = k / m, i = k % m;
+        ah[t * ld + i] = rphiq[fo + k];
+        ch[t * ld + i] = rphik[fo + k];
+        a[t * ld + i] = phiq[fo + k];
+        Z[t * ld + i] = phik[fo + k];
+    }
+    for (int k = tid; k < n * hs; k += nt) {
+        const int t = k / hs, j = k % hs;
+        v[k] = qkv[((size_t)b * T + t0 + t) * 3 * C + 2 * C + (size_t)h * hs + j];
+    }
+    __syncthreads();
+    for (int i = tid; i < m; i += nt) {  // z_t = z_{t−1} + c_t
+        float z = S[(size_t)m * hs + i];
+        for (int t = 0; t < n; t++) { z += Z[t * ld + i]; Z[t * ld + i] = z; }
+    }
+    for (int k = tid; k < n * n; k += nt) {
+        const int t = k / n, s2 = k % n;
+        float x = 0.0f;
+        if (s2 <= t)
+            for (int i = 0; i < m; i++) x += ah[t * ld + i] * ch[s2 * ld + i];
+        A[t * KC + s2] = x;
+    }
+    __syncthreads();
+    for (int t = tid / WARP; t < n; t += nt / WARP) {  // den_t = a_t·Z_t + eps, one warp per row
+        float x = 0.0f;
+        for (int i = tid % WARP; i < m; i += WARP) x += a[t * ld + i] * Z[t * ld + i];
+        x = warp_sum(x) + eps;
+        if (tid % WARP == 0) {
+            dn[t] = x;
+            den[(size_t)bh * T + t0 + t] = x;
+        }
+    }
+    __syncthreads();
+    for (int k = tid; k < n * hs; k += nt) {  // out_t[j] = (Σ_i â_t[i] S_c[i,j] + Σ_{s<=t} A[t][s] v_s[j]) / den_t
+        const int t = k / hs, j = k % hs;
+        float x = 0.0f;
+        for (int i = 0; i < m; i++) x += ah[t * ld + i] * S[(size_t)i * hs + j];
+        for (int s2 = 0; s2 <= t; s2++) x += A[t * KC + s2] * v[s2 * hs + j];
+        out[((size_t)b * T + t0 + t) * C + (size_t)h * hs + j] = x / dn[t];
+    }
+}
+
+// (3) backward, one block per (chunk c, pair bh), with S_c, z_c (forward step 2) and U_c, w_c (the sums after the chunk,
+// reverse step 2); dnum_t = g_t / den_t, G[t][s] = v_s·dnum_t, A[t][s] = â_t·ĉ_s (s <= t):
+//   num_t = â_tᵀ S_c + Σ_{s<=t} A[t][s] v_s  =>  dâ_t = S_c dnum_t + Σ_{s<=t} G[t][s] ĉ_s
+//                                                dĉ_s = Σ_{t>=s} G[t][s] â_t + U_c v_s,    dv_s += Σ_{t>=s} A[t][s] dnum_t + U_cᵀ ĉ_s
+//   den_t = a_t·Z_t + eps                    =>  da_t = Z_t dden_t,   dc_s = Σ_{t>=s} a_t dden_t + w_c
+//   â = R a, ĉ = R c, a = φ(q), c = φ(k)     =>  dq += φ'(q) (Rᵀ dâ + da),   dk += φ'(k) (Rᵀ dĉ + dc)
+__global__ void kattn_chunk_backward_kernel(float* dqkv, const float* stS, const float* stU, const float* dout, const float* phiq,
+                                            const float* phik, const float* rphiq, const float* rphik, const float* den, const float* dd,
+                                            const float* qkv, const int* pos, int T, int C, int NH, int nC) {
+    extern __shared__ float sh[];
+    const int hs = C / NH, m = hs, c = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, ld = m + 1;
+    const int t0 = c * KC, n = min(KC, T - t0), tid = threadIdx.x, nt = blockDim.x;
+    float* ah = sh;              // (KC, m+1) â
+    float* ch = ah + KC * ld;    // (KC, m+1) ĉ
+    float* W = ch + KC * ld;     // (KC, m+1) a, then Σ_{t'>=t} a_t' dden_t' + w_c
+    float* Z = W + KC * ld;      // (KC, m+1) c, then Z
+    float* X = Z + KC * ld;      // (KC, m+1) dâ
+    float* Y = X + KC * ld;      // (KC, m+1) dĉ
+    float* v = Y + KC * ld;      // (KC, hs+1)
+    float* dnum = v + KC * (hs + 1);  // (KC, hs)
+    float* A = dnum + KC * hs;   // (KC, KC)
+    float* G = A + KC * KC;      // (KC, KC)
+    float* ddv = G + KC * KC;    // (KC) dden
+    const size_t P = (size_t)m * hs + m;
+    const float* S = stS + ((size_t)bh * nC + c) * P;  // S_c (m,hs), z_c (m)
+    const float* U = stU + ((size_t)bh * nC + c) * P;  // U_c (m,hs), w_c (m)
+    const size_t fo = ((size_t)bh * T + t0) * m;
+    for (int k = tid; k < n * m; k += nt) {
+        const int t = k / m, i = k % m;
+        ah[t * ld + i] = rphiq[fo + k];
+        ch[t * ld + i] = rphik[fo + k];
+        W[t * ld + i] = phiq[fo + k];
+        Z[t * ld + i] = phik[fo + k];
+    }
+    for (int k = tid; k < n * hs; k += nt) {
+        const int t = k / hs, j = k % hs;
+        const size_t row = (size_t)b * T + t0 + t;
+        v[t * (hs + 1) + j] = qkv[row * 3 * C + 2 * C + (size_t)h * hs + j];
+        dnum[k] = dout[row * C + (size_t)h * hs + j] / den[(size_t)bh * T + t0 + t];
+    }
+    for (int t = tid; t < n; t += nt) ddv[t] = dd[(size_t)bh * T + t0 + t];
+    __syncthreads();
+    for (int i = tid; i < m; i += nt) {
+        float z = S[(size_t)m * hs + i];  // Z_t = z_c + Σ_{s<=t} c_s
+        for (int t = 0; t < n; t++) { z += Z[t * ld + i]; Z[t * ld + i] = z; }
+        float w = U[(size_t)m * hs + i];  // w_c + Σ_{t'>=t} a_t' dden_t'
+        for (int t = n - 1; t >= 0; t--) { w += W[t * ld + i] * ddv[t]; W[t * ld + i] = w; }
+    }
+    for (int k = tid; k < n * n; k += nt) {
+        const int t = k / n, s2 = k % n;
+        float x = 0.0f, g = 0.0f;
+        if (s2 <= t) {
+            for (int i = 0; i < m; i++) x += ah[t * ld + i] * ch[s2 * ld + i];
+            for (int j = 0; j < hs; j++) g += v[s2 * (hs + 1) + j] * dnum[t * hs + j];
+        }
+        A[t * KC + s2] = x;
+        G[t * KC + s2] = g;
+    }
+    __syncthreads();
+    for (int k = tid; k < n * m; k += nt) {
+        const int t = k / m, i = k % m;
+        float x = 0.0f, y = 0.0f;
+        for (int j = 0; j < hs; j++) {
+            x += S[(size_t)i * hs + j] * dnum[t * hs + j];  // dâ_t = S_c dnum_t + ...
+            y += U[(size_t)i * hs + j] * v[t * (hs + 1) + j];  // dĉ_t = U_c v_t + ...
+        }
+        for (int s2 = 0; s2 <= t; s2++) x += G[t * KC + s2] * ch[s2 * ld + i];
+        for (int t2 = t; t2 < n; t2++) y += G[t2 * KC + t] * ah[t2 * ld + i];
+        X[t * ld + i] = x;
+        Y[t * ld + i] = y;
+    }
+    for (int k = tid; k < n * hs; k += nt) {  // dv_s += Σ_{t>=s} A[t][s] dnum_t + U_cᵀ ĉ_s
+        const int s2 = k / hs, j = k % hs;
+        float x = 0.0f;
+        for (int t = s2; t < n; t++) x += A[t * KC + s2] * dnum[t * hs + j];
+        for (int i = 0; i < m; i++) x += U[(size_t)i * hs + j] * ch[s2 * ld + i];
+        dqkv[((size_t)b * T + t0 + s2) * 3 * C + 2 * C + (size_t)h * hs + j] += x;
+    }
+    __syncthreads();
+    for (int k = tid; k < n * m; k += nt) {
+        const int t = k / m, i = k % m;
+        const size_t row = (size_t)b * T + t0 + t;
+        const int p = pos ? pos[row] : t0 + t;
+        const float da = rope_transpose_at(X + t * ld, i, p, m) + Z[t * ld + i] * ddv[t];  // â = R a; den_t = a_t·Z_t + eps
+        const float dc = rope_transpose_at(Y + t * ld, i, p, m) + W[t * ld + i];           // ĉ = R c; Z_t sums c_s
+        const float qv = qkv[row * 3 * C + (size_t)h * hs + i], kv = qkv[row * 3 * C + C + (size_t)h * hs + i];
+        dqkv[row * 3 * C + (size_t)h * hs + i] += dphi_of(qv, phiq[fo + k]) * da;      // a = φ(q)
+        dqkv[row * 3 * C + C + (size_t)h * hs + i] += dphi_of(kv, phik[fo + k]) * dc;  // c = φ(k)
+    }
+}
+
+// Whether the chunked form runs: asked for (the default), and its kernels' shared memory fits the device (opt-in limit,
+// raised past 48 KiB where needed). Head sizes up to 128 fit any sm_80+ GPU; larger ones run the scan.
+static bool chunked_fits(int m, int hs) {
+    if (icl::kernel_attention_form() != icl::KattnForm::chunked) return false;
+    static int optin = -1;
+    if (optin < 0) {
+        int dev = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    }
+    const size_t f = chunk_forward_floats(m, hs) * sizeof(float), bw = chunk_backward_floats(m, hs) * sizeof(float);
+    if (bw > (size_t)optin || f > (size_t)optin) return false;
+    static size_t f_set = 48 * 1024, bw_set = 48 * 1024;  // the kernels' dynamic shared-memory limits, raised as needed
+    if (f > f_set) {
+        cudaCheck(cudaFuncSetAttribute((const void*)kattn_chunk_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)f));
+        f_set = f;
+    }
+    if (bw > bw_set) {
+        cudaCheck(cudaFuncSetAttribute((const void*)kattn_chunk_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bw));
+        bw_set = bw;
+    }
+    return true;
+}
+
+// Steps (1) and (2) of the forward: the state before every chunk, st (B·NH, nC, P)
+static float* chunk_states(const float* phik, const float* rphik, const float* qkv, const float* bkv, const float* bd, int B, int T, int C,
+                           int NH, int nC) {
+    const int hs = C / NH, m = hs, P = m * hs + m;
+    float* st = scratch_as<float>(Scratch::kattn_red, (size_t)B * NH * nC * P);
+    kattn_chunk_sums_kernel<<<dim3(ceil_div(P, 256), nC, B * NH), 256>>>(st, rphik, qkv + 2 * C, 3 * C, nullptr, phik, nullptr, T, NH, m, hs,
+                                                                          nC);
+    launchCheck("kattn_chunk_sums_kernel");
+    kattn_chunk_scan_kernel<<<dim3(ceil_div(P, 256), B * NH), 256>>>(st, nullptr, bkv, bd, NH, m, hs, nC, false);
+    launchCheck("kattn_chunk_scan_kernel");
+    return st;
+}
+
 void kernel_attention_forward(float* out, float* phiq, float* phik, float* rphiq, float* rphik, float* den, float* scratch, const float* qkv,
                               const int* pos, const float* bkv, const float* bd, int B, int T, int C, int NH, double eps) {
     (void)scratch;
@@ -154,6 +401,14 @@ void kernel_attention_forward(float* out, float* phiq, float* phik, float* rphiq
     if (B * T == 0) return;
     kattn_features_kernel<<<grid_for((int64_t)B * T * NH * (m / 2)), 256>>>(phiq, phik, rphiq, rphik, qkv, pos, B, T, C, NH);
     launchCheck("kattn_features_kernel");
+    if (chunked_fits(m, hs)) {
+        const int nC = ceil_div(T, KC);
+        const float* st = chunk_states(phik, rphik, qkv, bkv, bd, B, T, C, NH, nC);
+        kattn_chunk_forward_kernel<<<dim3(nC, B * NH), 256, chunk_forward_floats(m, hs) * sizeof(float)>>>(out, den, st, phiq, phik, rphiq,
+                                                                                                          rphik, qkv, T, C, NH, nC, (float)eps);
+        launchCheck("kattn_chunk_forward_kernel");
+        return;
+    }
     float* state = scratch_as<float>(Scratch::kattn_red, (size_t)B * NH * ((size_t)m * hs + m));
     size_t shmem = (3 * (size_t)m + 32) * sizeof(float);
     const bool sh = state_in_shared((const void*)kattn_forward_scan_kernel, shmem, m, hs);
@@ -310,10 +565,28 @@ void kernel_attention_backward(float* dqkv, float* dbkv, float* dbd, float* scra
     const int hs = C / NH, m = hs;
     if (B * T == 0) return;
     float* dd = scratch_as<float>(Scratch::kattn_dd, (size_t)B * NH * T);
-    float* state = scratch_as<float>(Scratch::kattn_red, (size_t)B * NH * ((size_t)m * hs + m));
     const int64_t rows = (int64_t)B * NH * T;
     kattn_dden_kernel<<<blocks(rows, 8), 8 * WARP>>>(dd, dout, out, den, B, T, C, NH);
     launchCheck("kattn_dden_kernel");
+    if (chunked_fits(m, hs)) {
+        const int nC = ceil_div(T, KC), P = m * hs + m;
+        const float* stS = chunk_states(phik, rphik, qkv, bkv, bd, B, T, C, NH, nC);
+        float* stU = scratch_as<float>(Scratch::kattn_u, (size_t)B * NH * nC * P);
+        float* total = scratch_as<float>(Scratch::kattn_tot, (size_t)B * NH * P);
+        kattn_chunk_sums_kernel<<<dim3(ceil_div(P, 256), nC, B * NH), 256>>>(stU, rphiq, dout, C, den, phiq, dd, T, NH, m, hs, nC);
+        launchCheck("kattn_chunk_sums_kernel");
+        kattn_chunk_scan_kernel<<<dim3(ceil_div(P, 256), B * NH), 256>>>(stU, total, nullptr, nullptr, NH, m, hs, nC, true);
+        launchCheck("kattn_chunk_scan_kernel");
+        kattn_chunk_backward_kernel<<<dim3(nC, B * NH), 256, chunk_backward_floats(m, hs) * sizeof(float)>>>(
+            dqkv, stS, stU, dout, phiq, phik, rphiq, rphik, den, dd, qkv, pos, T, C, NH, nC);
+        launchCheck("kattn_chunk_backward_kernel");
+        if (dbkv || dbd) {
+            kattn_bias_grad_kernel<<<blocks((int64_t)NH * P, 256), 256>>>(dbkv, dbd, total, B, NH, m, hs);
+            launchCheck("kattn_bias_grad_kernel");
+        }
+        return;
+    }
+    float* state = scratch_as<float>(Scratch::kattn_red, (size_t)B * NH * ((size_t)m * hs + m));
     size_t sh1 = (2 * (size_t)m + hs) * sizeof(float), sh2 = (3 * (size_t)m + 2 * hs) * sizeof(float);
     const bool s1 = state_in_shared((const void*)kattn_backward_forward_sweep_kernel, sh1, m, hs);
     kattn_backward_forward_sweep_kernel<<<B * NH, scan_threads(hs), sh1>>>(dqkv, state, dout, phiq, phik, rphik, den, dd, qkv, pos, bkv, bd, T,

@@ -914,8 +914,11 @@ TEST_CASE("cuda kernels: kernel attention (RoPE, ICLCA biases) forward, backward
               bd = rnd((size_t)NH * m, r, 0.5, 1.0), dout = rnd((size_t)B * T * C, r);
     auto gqkv = up(qkv), gbkv = up(bkv), gbd = up(bd), gdout = up(dout);
     auto gpos = up(pos);
+    for (int form = 0; form < 3; form++)              // KattnForm: chunked (3 chunks, the last partial), scan, scan-shared
     for (int variant = 0; variant < 2; variant++) {  // 0: explicit positions + biases; 1: 0..T−1, no biases
+        CAPTURE(form);
         CAPTURE(variant);
+        set_kernel_attention_form((KattnForm)form);
         const int* hp = variant == 0 ? pos.data() : nullptr;
         const int* gp = variant == 0 ? gpos.ptr : nullptr;
         const double* hb = variant == 0 ? bkv.data() : nullptr;
@@ -966,17 +969,22 @@ TEST_CASE("cuda kernels: kernel attention (RoPE, ICLCA biases) forward, backward
     }
     check_close("kernel_attention_step S", S, down(gS, S.size()));
     check_close("kernel_attention_step z", z, down(gz, z.size()));
+    set_kernel_attention_form(KattnForm::chunked);
 }
 
-TEST_CASE("cuda kernels: kernel attention at head size 64 and 128 (> one warp of channels), state in global or shared memory" * GPU_CASE) {
+TEST_CASE("cuda kernels: kernel attention at head size 64 and 128 (> one warp of channels), chunked and scanned (state in global or shared memory)" * GPU_CASE) {
     REQUIRE_GPU();
-    // head size 64: the state (m,hs) fits the default 48 KiB of shared memory; 128: it needs the opt-in limit
-    struct Shape { int C; bool shared; };
-    for (Shape sp : {Shape{128, false}, Shape{128, true}, Shape{256, false}, Shape{256, true}}) {
+    // head size 64: the scan's state (m,hs) fits the default 48 KiB of shared memory, the chunked backward needs the
+    // opt-in limit; 128: both need it. T = 67: three chunks, the last partial; T = 300 (chunked): ten.
+    struct Shape { int C; KattnForm form; int T; };
+    for (Shape sp : {Shape{128, KattnForm::chunked, 67}, Shape{128, KattnForm::chunked, 300}, Shape{128, KattnForm::scan, 67},
+                     Shape{128, KattnForm::scan_shared, 67}, Shape{256, KattnForm::chunked, 67}, Shape{256, KattnForm::chunked, 300},
+                     Shape{256, KattnForm::scan, 67}, Shape{256, KattnForm::scan_shared, 67}}) {
         CAPTURE(sp.C);
-        CAPTURE(sp.shared);
-        set_kernel_attention_shared_state(sp.shared);
-        const int B = 2, T = 67, C = sp.C, NH = 2, hs = C / NH, m = hs;
+        CAPTURE((int)sp.form);
+        CAPTURE(sp.T);
+        set_kernel_attention_form(sp.form);
+        const int B = 2, T = sp.T, C = sp.C, NH = 2, hs = C / NH, m = hs;
         Rng r(2020 + C);
         const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.0, 1.0), bkv = rnd((size_t)NH * m * hs, r, -0.2, 0.2), bd = rnd((size_t)NH * m, r, 0.5, 1.0),
                   dout = rnd((size_t)B * T * C, r);
@@ -1003,7 +1011,7 @@ TEST_CASE("cuda kernels: kernel attention at head size 64 and 128 (> one warp of
         check_close("kernel_attention_backward dbkv", dbkv, down(gdbkv, dbkv.size()), 1e-5, 2e-4);
         check_close("kernel_attention_backward dbd", dbd, down(gdbd, dbd.size()), 1e-5, 2e-4);
     }
-    set_kernel_attention_shared_state(false);
+    set_kernel_attention_form(KattnForm::chunked);
 }
 
 TEST_CASE("cuda kernels: ICLAA hybrid attention (softmax or feature similarity, FAVOR+ or elu+1, with and without a prompt term) and the streaming EMA" * GPU_CASE) {

@@ -238,8 +238,9 @@ if want bench; then
     fi
     step "bench GPT-2 small, fused attention (ICL_FUSED_ATTENTION=1)" env ICL_FUSED_ATTENTION=1 $B/bench --device cuda model --preset gpt2-small
     step "train_gpt arith on cuda, fused attention" env ICL_FUSED_ATTENTION=1 $B/train_gpt --preset arith --steps 300 --device cuda --out out/gpu_acceptance/arith_fused
-    step "iclca bench on cuda, kernel-attention state in global memory" $B/iclca bench --Ms 0 --Ts 1024,4096,16384 --gen 32 --device cuda --out out/gpu_acceptance/kattn_global
-    step "iclca bench on cuda, kernel-attention state in shared memory (ICL_KATTN_SHARED=1)" env ICL_KATTN_SHARED=1 $B/iclca bench --Ms 0 --Ts 1024,4096,16384 --gen 32 --device cuda --out out/gpu_acceptance/kattn_shared
+    step "iclca bench on cuda, kernel attention chunked (the default)" $B/iclca bench --Ms 0 --Ts 1024,4096,16384 --gen 32 --device cuda --out out/gpu_acceptance/kattn_chunked
+    step "iclca bench on cuda, kernel attention scanned (ICL_KATTN_FORM=scan)" env ICL_KATTN_FORM=scan $B/iclca bench --Ms 0 --Ts 1024,4096,16384 --gen 32 --device cuda --out out/gpu_acceptance/kattn_scan
+    step "iclca bench on cuda, kernel attention scanned, state in shared memory (ICL_KATTN_FORM=scan-shared)" env ICL_KATTN_FORM=scan-shared $B/iclca bench --Ms 0 --Ts 1024,4096,16384 --gen 32 --device cuda --out out/gpu_acceptance/kattn_scan_shared
 fi
 
 echo

@@ -22,12 +22,19 @@ static bool g_fused_attention = [] {
 }();
 void set_fused_attention(bool on) { g_fused_attention = on; }
 bool fused_attention_enabled() { return g_fused_attention; }
-static bool g_kattn_shared = [] {
-    const char* e = std::getenv("ICL_KATTN_SHARED");
-    return e && std::string(e) == "1";
-}();
-void set_kernel_attention_shared_state(bool on) { g_kattn_shared = on; }
-bool kernel_attention_shared_state_enabled() { return g_kattn_shared; }
+static int g_kattn_form = -1;  // -1: not yet read from ICL_KATTN_FORM
+void set_kernel_attention_form(KattnForm f) { g_kattn_form = (int)f; }
+KattnForm kernel_attention_form() {
+    if (g_kattn_form < 0) {
+        const char* e = std::getenv("ICL_KATTN_FORM");
+        const std::string v = e ? e : "chunked";
+        if (v == "chunked") g_kattn_form = (int)KattnForm::chunked;
+        else if (v == "scan") g_kattn_form = (int)KattnForm::scan;
+        else if (v == "scan-shared") g_kattn_form = (int)KattnForm::scan_shared;
+        else fail("ICL_KATTN_FORM='" + v + "': expected chunked, scan or scan-shared", 2);
+    }
+    return (KattnForm)g_kattn_form;
+}
 
 #ifdef ICL_CUDA
 // Implemented in cuda/cuda_device.cu.

@@ -32,10 +32,13 @@ bool tf32_enabled();
 // ICL_FUSED_ATTENTION=1 in the environment turns it on. No effect on the CPU.
 void set_fused_attention(bool on);
 bool fused_attention_enabled();
-// The kernel-attention scans on the GPU (cuda/kernel_attention.cu) with their (m,hs) state in shared memory instead of
-// a global scratch slice per (batch, head). Off by default until measured on a GPU; ICL_KATTN_SHARED=1 turns it on.
-void set_kernel_attention_shared_state(bool on);
-bool kernel_attention_shared_state_enabled();
+// How the GPU runs kernel attention (cuda/kernel_attention.cu): `chunked` (the default) — chunks of 32 tokens in
+// parallel, joined by a prefix over the chunks' states — or the token-by-token scan, one thread block per (batch, head),
+// with its (m,hs) state in a global slice (`scan`) or in shared memory (`scan_shared`). ICL_KATTN_FORM=chunked, scan or
+// scan-shared in the environment picks one (anything else: a one-line error, exit 2). No effect on the CPU.
+enum class KattnForm { chunked, scan, scan_shared };
+void set_kernel_attention_form(KattnForm f);
+KattnForm kernel_attention_form();
 
 void* device_alloc(Device d, size_t bytes);  // zero-filled, 64-byte aligned on the CPU
 // How many device_alloc calls this process has made (both devices): tests check that a steady loop allocates nothing.
