@@ -155,6 +155,15 @@ if want tests; then
         done
         rm -rf "$tdir"
     fi
+    # every GPU-vs-CPU comparison's measured error (ICL_TEST_LOG_ERRORS=1 above), worst first: how far each check's
+    # tolerance is from what the GPU gives
+    echo
+    echo "=== measured errors of the GPU comparisons, worst first (max over each check's calls):"
+    printf '  %11s %11s  %-16s %5s  %s\n' "max d/tol" "max |d|" "atol rtol" calls check
+    grep -h 'MESSAGE: gpu-error'$'\t' "$report" | cut -f2- |
+        awk -F'\t' '{ n = $1; if (!(n in w) || $3 + 0 > w[n] + 0) { w[n] = $3; a[n] = $2 } tol[n] = $4 " " $5; c[n]++ }
+                    END { for (n in w) printf "%.6e\t  %11.3e %11.3e  %-16s %5d  %s\n", w[n], w[n], a[n], tol[n], c[n], n }' |
+        sort -g -r -k1,1 | cut -f2-
 fi
 if want suite; then
     step "test: whole suite (CUDA build)" env ICL_EXPECT_GPU=1 ICL_BIN_DIR=$B $B/test_icl
