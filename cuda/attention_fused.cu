@@ -16,9 +16,9 @@
 // them in order, so each result is one thread's sequential sum: deterministic, no atomics. Whole tiles past the
 // causal boundary are never loaded (blocks of queries stop at their last row; blocks of keys start at their
 // first). The per-thread row (q, acc / k, v, dk, dv) lives in local arrays sized for hs <= 128; larger heads go
-// through cuda/attention.cu. Plain fp32 FMA loops, no tensor cores: a readable first version, to be measured
-// against the cuBLAS form on the first GPU (ICL_FUSED_ATTENTION=1 selects it, engine/device.h; off by default
-// until then).
+// through cuda/attention.cu. Plain fp32 FMA loops, no tensor cores: a readable first version. Measured on an H200
+// (2026-11-28, docs/benchmarks.md): 3.75× slower than the cuBLAS form at GPT-2 small (692.7 vs 184.6 ms per fp32
+// step), so it stays off by default (ICL_FUSED_ATTENTION=1 selects it, engine/device.h); it wins only on memory.
 #include "cuda/common.cuh"
 #include "cuda/layers.h"
 
