@@ -14,9 +14,9 @@
 //     in increasing n (next[n] = the next row with the same key, the first row of each key its "head"), then one
 //     thread per (head, c) walks its chain and adds dout in that order — the CPU's order, so the result is the
 //     CPU's fp32 result bit for bit. Finding next[] compares every pair of rows (N² integer compares through
-//     shared memory: ~0.1 ms at N = 8192 on an H100-class GPU), which is cheap beside the step at any
-//     sequence batch this engine trains. (Float atomicAdd, the obvious version, made the last bits — and with
-//     them a whole training run — differ from run to run.)
+//     shared memory): the embedding backward of GPT-2 small (N = 8192) took 0.21 ms on an H200 against 0.05 ms
+//     with atomics, of a 73 ms step. (Float atomicAdd, the obvious version, adds in an order that varies from run
+//     to run, so the last bits — and with them a whole training run — did.)
 // Out-of-range ids/positions are engine bugs (the models validate batches): DEVICE_ASSERT traps.
 #include <climits>
 
@@ -81,9 +81,10 @@ __global__ void chain_accumulate_kernel(float* table, const float* dout, const i
 
 // table (rows,C) += rows of dout (N,C) scattered by key (N), deterministically (see the top of this file)
 static void scatter_add_rows(float* table, const float* dout, const int* key, int N, int C, int rows) {
+    if (N == 0 || C == 0) return;
     int* next = scratch_as<int>(Scratch::embed_chain, 2 * (size_t)N);
     int* head = next + N;
-    key_chain_kernel<<<(N + 255) / 256, 256>>>(next, head, key, N);
+    key_chain_kernel<<<blocks(N, 256), 256>>>(next, head, key, N);
     launchCheck("key_chain_kernel");
     chain_accumulate_kernel<<<grid_for((int64_t)N * C), 256>>>(table, dout, key, next, head, N, C, rows);
     launchCheck("chain_accumulate_kernel");

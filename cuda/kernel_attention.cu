@@ -30,6 +30,9 @@
 //   with dnum_t = g_t/den_t, dden_t = −(g_t·out_t)/den_t; the bias gradients are U_0 and w_0, summed over b in
 //   order by a last small kernel (deterministic). Both forms are deterministic (no atomics).
 // RoPE angles are computed in double and rounded once to float, as on the CPU (rope.h).
+#include <algorithm>
+#include <cstdio>
+
 #include "cuda/common.cuh"
 #include "cuda/layers.h"
 #include "engine/device.h"
@@ -356,9 +359,11 @@ __global__ void kattn_chunk_backward_kernel(float* dqkv, const float* stS, const
     }
 }
 
-// Whether the chunked form runs: asked for (the default), and its kernels' shared memory fits the device (opt-in limit,
-// raised past 48 KiB where needed). Head sizes up to 128 fit any sm_80+ GPU; larger ones run the scan.
-static bool chunked_fits(int m, int hs) {
+// Whether the chunked form runs: asked for (the default), B·NH within a grid's y dimension, and its kernels' shared
+// memory within the device's opt-in limit (raised past 48 KiB where needed): head sizes up to 128 fit sm_80 and sm_90
+// (A100, H100/H200: 163 KiB and more; the backward at 128 needs 137 KiB), up to 64 also the 99 KiB of sm_86/sm_89.
+// Otherwise the scan runs, and says so once on stderr.
+static bool chunked_fits(int m, int hs, int BNH) {
     if (icl::kernel_attention_form() != icl::KattnForm::chunked) return false;
     static int optin = -1;
     if (optin < 0) {
@@ -367,7 +372,14 @@ static bool chunked_fits(int m, int hs) {
         cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     }
     const size_t f = chunk_forward_floats(m, hs) * sizeof(float), bw = chunk_backward_floats(m, hs) * sizeof(float);
-    if (bw > (size_t)optin || f > (size_t)optin) return false;
+    if (bw > (size_t)optin || f > (size_t)optin || BNH > 65535) {
+        static bool said = false;
+        if (!said)
+            std::fprintf(stderr, "[icl] kernel attention: the chunked form does not fit here (head size %d, B·NH %d, %zu of %d bytes of shared "
+                                 "memory): running the scan\n", hs, BNH, std::max(f, bw), optin);
+        said = true;
+        return false;
+    }
     static size_t f_set = 48 * 1024, bw_set = 48 * 1024;  // the kernels' dynamic shared-memory limits, raised as needed
     if (f > f_set) {
         cudaCheck(cudaFuncSetAttribute((const void*)kattn_chunk_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)f));
@@ -401,7 +413,7 @@ void kernel_attention_forward(float* out, float* phiq, float* phik, float* rphiq
     if (B * T == 0) return;
     kattn_features_kernel<<<grid_for((int64_t)B * T * NH * (m / 2)), 256>>>(phiq, phik, rphiq, rphik, qkv, pos, B, T, C, NH);
     launchCheck("kattn_features_kernel");
-    if (chunked_fits(m, hs)) {
+    if (chunked_fits(m, hs, B * NH)) {
         const int nC = ceil_div(T, KC);
         const float* st = chunk_states(phik, rphik, qkv, bkv, bd, B, T, C, NH, nC);
         kattn_chunk_forward_kernel<<<dim3(nC, B * NH), 256, chunk_forward_floats(m, hs) * sizeof(float)>>>(out, den, st, phiq, phik, rphiq,
@@ -568,7 +580,7 @@ void kernel_attention_backward(float* dqkv, float* dbkv, float* dbd, float* scra
     const int64_t rows = (int64_t)B * NH * T;
     kattn_dden_kernel<<<blocks(rows, 8), 8 * WARP>>>(dd, dout, out, den, B, T, C, NH);
     launchCheck("kattn_dden_kernel");
-    if (chunked_fits(m, hs)) {
+    if (chunked_fits(m, hs, B * NH)) {
         const int nC = ceil_div(T, KC), P = m * hs + m;
         const float* stS = chunk_states(phik, rphik, qkv, bkv, bd, B, T, C, NH, nC);
         float* stU = scratch_as<float>(Scratch::kattn_u, (size_t)B * NH * nC * P);

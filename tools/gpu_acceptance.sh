@@ -65,20 +65,35 @@ report=${report:-out/gpu_acceptance-$(date +%Y%m%d-%H%M%S).txt}
 mkdir -p "$(dirname "$report")" out/gpu_acceptance
 exec > >(tee "$report") 2>&1
 tee_pid=$!
-finish() { exec >&- 2>&-; wait "$tee_pid" 2>/dev/null; }  # the report is complete before the script returns
+# Every step runs under its own `timeout` (a process group of its own: at --step-timeout the step and everything it
+# started are stopped). Their group ids go to $groups, so that a stop of this script (an outer `timeout`, Ctrl-C)
+# stops them too.
+groups=$(mktemp)
+stop_steps() { while read -r g; do kill -TERM -- "-$g" 2>/dev/null; done <"$groups"; }
+finish() { stop_steps; rm -f "$groups"; exec >&- 2>&-; wait "$tee_pid" 2>/dev/null; }  # the report is complete before the script returns
 trap finish EXIT
+trap 'exit 143' TERM INT
 want() { [[ ",$stages," == *",$1,"* ]]; }
 results=() failures=()
-# step NAME CMD...: runs CMD (stopped after --step-timeout; --foreground keeps it in this script's process group, so a
-# `timeout` around the whole script stops it too), records its exit status and time
+# run_limited SECONDS CMD...: CMD under `timeout` in its own process group, recorded in $groups; returns CMD's status
+run_limited() {
+    local limit=$1; shift
+    timeout --kill-after=10 "$limit" "$@" &
+    local pid=$!
+    echo "$pid" >>"$groups"
+    wait "$pid"
+}
+# step NAME CMD...: runs CMD (stopped after --step-timeout, or $STEP_LIMIT seconds where set), records its exit status
+# and time
 step() {
     local name=$1; shift
+    local limit=${STEP_LIMIT:-$step_timeout}
     echo
     echo "=== $name: $*"
     local t0=$SECONDS
-    timeout --foreground --kill-after=10 "$step_timeout" "$@"
+    run_limited "$limit" "$@"
     local rc=$?
-    [ $rc -ne 124 ] && [ $rc -ne 137 ] || echo "=== $name: stopped after --step-timeout $step_timeout s"
+    [ $rc -ne 124 ] && [ $rc -ne 137 ] || echo "=== $name: stopped after $limit s"
     echo "=== $name: exit $rc after $((SECONDS - t0)) s"
     results+=("$(printf '%-5s %5ss  %s' "$rc" "$((SECONDS - t0))" "$name")")
     [ $rc -eq 0 ] || failures+=("$name")
@@ -112,10 +127,10 @@ for p in sys.path:
     step "binaries load (--prebuilt)" bash -c "ls $B/test_icl >/dev/null && ! ldd $B/* 2>/dev/null | grep 'not found' && $B/test_icl --list-test-cases -ts=cuda >/dev/null"
     if [ ${#failures[@]} -gt "$nfail" ]; then
         echo "the binaries in $B do not run here: building them here instead"
-        step "make cuda (the prebuilt binaries did not run)" make cuda "${makeargs[@]}"
+        STEP_LIMIT=3600 step "make cuda (the prebuilt binaries did not run)" make cuda "${makeargs[@]}"
     fi
 elif want build; then
-    step "make cuda" make cuda "${makeargs[@]}"
+    STEP_LIMIT=3600 step "make cuda" make cuda "${makeargs[@]}"
 fi
 
 if want tests; then
@@ -124,46 +139,42 @@ if want tests; then
     mapfile -t cases < <(ICL_EXPECT_GPU=1 $B/test_icl -ts=cuda --list-test-cases 2>/dev/null | grep -v -e '^\[' -e '^=' -e '^$')
     echo "${#cases[@]} test cases in the cuda suite"
     [ ${#cases[@]} -gt 0 ] || { results+=("1         -   listing the GPU test cases: none found"); failures+=("listing the GPU test cases"); }
-    if [ "$jobs" -eq 1 ]; then
-        for c in ${cases[@]+"${cases[@]}"}; do
-            step "test: $c" env ICL_CUDA_SYNC=1 ICL_EXPECT_GPU=1 ICL_TEST_LOG_ERRORS=1 ICL_BIN_DIR=$B $B/test_icl -tc="${c//,/\\,}"
-        done
-    else
-        # N cases at a time on the one GPU, each into its own log; the logs then go into the report in order
-        tdir=$(mktemp -d)
-        case_threads=$(( nproc / jobs > 0 ? nproc / jobs : 1 ))
-        pids=()
-        for i in ${cases[@]+"${!cases[@]}"}; do
-            while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n 2>/dev/null || true; done
-            c=${cases[$i]}
-            ( t0=$SECONDS
-              OMP_NUM_THREADS=$case_threads timeout --foreground --kill-after=10 "$step_timeout" env ICL_CUDA_SYNC=1 ICL_EXPECT_GPU=1 ICL_TEST_LOG_ERRORS=1 \
-                  ICL_BIN_DIR=$B $B/test_icl -tc="${c//,/\\,}" >"$tdir/$i.log" 2>&1
-              echo "$? $((SECONDS - t0))" >"$tdir/$i.rc" ) &
-            pids+=($!)
-        done
-        [ ${#pids[@]} -eq 0 ] || wait "${pids[@]}"
-        for i in ${cases[@]+"${!cases[@]}"}; do
-            c=${cases[$i]}
-            read -r rc secs <"$tdir/$i.rc" 2>/dev/null || { rc=1; secs=-; }
-            echo; echo "=== test: $c (--jobs $jobs, OMP_NUM_THREADS=$case_threads)"
-            cat "$tdir/$i.log"
-            [ "$rc" != 124 ] && [ "$rc" != 137 ] || echo "=== test: $c: stopped after --step-timeout $step_timeout s"
-            echo "=== test: $c: exit $rc after $secs s"
-            results+=("$(printf '%-5s %5ss  %s' "$rc" "$secs" "test: $c")")
-            [ "$rc" = 0 ] || failures+=("test: $c")
-        done
-        rm -rf "$tdir"
-    fi
+    # the cases J at a time (--jobs), each into its own log; the logs then go into the report whole, in order
+    tdir=$(mktemp -d)
+    case_threads=$(( nproc / jobs > 0 ? nproc / jobs : 1 ))
+    echo "running them $jobs at a time, OMP_NUM_THREADS=$case_threads each"
+    pids=()
+    for i in ${cases[@]+"${!cases[@]}"}; do
+        while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n 2>/dev/null || true; done
+        c=${cases[$i]}
+        ( t0=$SECONDS
+          run_limited "$step_timeout" env OMP_NUM_THREADS=$case_threads ICL_CUDA_SYNC=1 ICL_EXPECT_GPU=1 ICL_TEST_LOG_ERRORS=1 \
+              ICL_BIN_DIR=$B $B/test_icl -tc="${c//,/\\,}" >"$tdir/$i.log" 2>&1
+          echo "$? $((SECONDS - t0))" >"$tdir/$i.rc" ) &
+        pids+=($!)
+    done
+    [ ${#pids[@]} -eq 0 ] || wait "${pids[@]}"
+    for i in ${cases[@]+"${!cases[@]}"}; do
+        c=${cases[$i]}
+        read -r rc secs <"$tdir/$i.rc" 2>/dev/null || { rc=1; secs=-; }
+        echo; echo "=== test: $c"
+        cat "$tdir/$i.log"
+        [ "$rc" != 124 ] && [ "$rc" != 137 ] || echo "=== test: $c: stopped after --step-timeout $step_timeout s"
+        echo "=== test: $c: exit $rc after $secs s"
+        results+=("$(printf '%-5s %5ss  %s' "$rc" "$secs" "test: $c")")
+        [ "$rc" = 0 ] || failures+=("test: $c")
+    done
     # every GPU-vs-CPU comparison's measured error (ICL_TEST_LOG_ERRORS=1 above), worst first: how far each check's
     # tolerance is from what the GPU gives
     echo
-    echo "=== measured errors of the GPU comparisons, worst first (max over each check's calls):"
+    echo "=== measured errors of the GPU comparisons, worst first (each the maximum over the check's calls):"
     printf '  %11s %11s  %-16s %5s  %s\n' "max d/tol" "max |d|" "atol rtol" calls check
-    grep -h 'MESSAGE: gpu-error'$'\t' "$report" | cut -f2- |
-        awk -F'\t' '{ n = $1; if (!(n in w) || $3 + 0 > w[n] + 0) { w[n] = $3; a[n] = $2 } tol[n] = $4 " " $5; c[n]++ }
+    cat "$tdir"/*.log 2>/dev/null | grep -h 'MESSAGE: gpu-error'$'\t' | cut -f2- |
+        awk -F'\t' '{ n = $1; if (!(n in w) || $3 + 0 > w[n] + 0) w[n] = $3; if (!(n in a) || $2 + 0 > a[n] + 0) a[n] = $2
+                      tol[n] = $4 " " $5; c[n]++ }
                     END { for (n in w) printf "%.6e\t  %11.3e %11.3e  %-16s %5d  %s\n", w[n], w[n], a[n], tol[n], c[n], n }' |
         sort -g -r -k1,1 | cut -f2-
+    rm -rf "$tdir"
 fi
 if want suite; then
     step "test: whole suite (CUDA build)" env ICL_EXPECT_GPU=1 ICL_BIN_DIR=$B $B/test_icl
