@@ -34,12 +34,16 @@
 #                   a lease
 #
 # Every step runs even if an earlier one failed; the report ends with a table of every step (exit status, seconds)
-# and the exit status is non-zero if any step failed. On this project's lent GPU machine (the device tool: 10 minutes
-# a command, a machine given back 30 s after a call, so every call builds again): `tools/gpu_deps.sh` here, then,
-# with carry [".gpu-deps"] and only the H100/H200 code (half the nvcc time), three calls:
-#   export CUDA_ARCH="-gencode arch=compute_90,code=sm_90"; tools/gpu_acceptance.sh --deps .gpu-deps --stages build,tests --report $OUT/a1.txt
-#   (the same) --stages build,sanitizer,gradcheck --report $OUT/a2.txt
-#   (the same) --stages build,runs,bench --report $OUT/a3.txt
+# and the exit status is non-zero if any step failed. On this project's lent GPU machine (the device tool: a few
+# minutes of device time, a fresh machine each call) what worked on 2026-11-28 (docs/benchmarks.md, section GPU):
+# build here (`make cuda ARCH_FLAGS="-mavx2 -mfma" CUDA_ARCH="-gencode arch=compute_90,code=sm_90" ICL_MPI=0`),
+# `tools/gpu_deps.sh`, copy the binaries of build-cuda/ into an ignored folder (.gpu-bin) and carry it with .gpu-deps;
+# there `cp -a .gpu-bin/. build-cuda/` and, with A="tools/gpu_acceptance.sh --prebuilt --deps .gpu-deps":
+#   $A --stages build --report $OUT/0.txt                  (checks that the binaries load; builds there if not)
+#   $A --jobs 4 --stages tests --report $OUT/1.txt &  $A --stages suite --report $OUT/2.txt &
+#   $A --stages sanitizer,gradcheck,runs --report $OUT/3.txt &  wait
+#   $A --stages bench --report $OUT/4.txt                  (alone on the GPU)
+# about 4 minutes on an H200 (the suite takes the longest, ~150 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 report="" stages="build,tests,suite,sanitizer,gradcheck,runs,bench" deps="" prebuilt=0 jobs=1 step_timeout=600
