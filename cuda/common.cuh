@@ -142,6 +142,10 @@ void gemm_strided(bool transA, bool transB, int M, int N, int K, float alpha, co
 void gemm_batched(bool transA, bool transB, int M, int N, int K, float alpha, const float* const* A, int lda,
                   const float* const* B, int ldb, float beta, float* const* C, int ldc, int count);
 
+// The largest dynamic shared memory one block may opt into on the current device (cudaDevAttrMaxSharedMemoryPerBlockOptin),
+// read once.
+int shared_memory_optin();
+
 // ---- scratch --------------------------------------------------------------------------------------------
 
 // Grow-only device buffers reused by every call, one per purpose so that one op can hold several at once.

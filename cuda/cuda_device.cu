@@ -103,6 +103,16 @@ std::string device_description() {
 
 bool tf32() { return icl::tf32_enabled(); }
 
+int shared_memory_optin() {
+    static int optin = -1;
+    if (optin < 0) {
+        int dev = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    }
+    return optin;
+}
+
 cublasHandle_t cublas() {
     static cublasHandle_t h = [] {
         cublasHandle_t x;

@@ -125,9 +125,7 @@ void iclaa_attention_forward(float* out, double* lphi, const float* qkv, const d
     }
     const size_t shmem = ((size_t)T + 32) * sizeof(double);
     if (shmem > 48 * 1024) {  // beyond the default: opt in, up to the device's limit (~227 KiB on an H100/H200: T ≈ 29k)
-        int dev = 0, optin = 0;
-        cudaCheck(cudaGetDevice(&dev));
-        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        const int optin = shared_memory_optin();
         if (shmem > (size_t)optin)
             fail(strfmt("ICLAA on the GPU: a sequence of %d tokens needs %zu bytes of shared memory per block, this GPU allows %d", T, shmem, optin));
         cudaCheck(cudaFuncSetAttribute(iclaa_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shmem));

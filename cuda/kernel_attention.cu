@@ -145,12 +145,7 @@ static int scan_threads(int hs) { return std::max(WARP, ceil_div(hs, WARP) * WAR
 static bool state_in_shared(const void* kernel, size_t& shmem, int m, int hs) {
     if (icl::kernel_attention_form() != icl::KattnForm::scan_shared) return false;
     const size_t total = shmem + (size_t)m * (hs + 1) * sizeof(float);
-    static int optin = -1;
-    if (optin < 0) {
-        int dev = 0;
-        cudaCheck(cudaGetDevice(&dev));
-        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    }
+    const int optin = shared_memory_optin();
     if (total > (size_t)optin) return false;
     if (total > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)total));
     shmem = total;
@@ -208,6 +203,26 @@ __global__ void kattn_chunk_scan_kernel(float* st, float* total, const float* bk
 static size_t chunk_forward_floats(int m, int hs) { return 4 * (size_t)KC * (m + 1) + (size_t)KC * hs + (size_t)KC * KC + KC; }
 static size_t chunk_backward_floats(int m, int hs) { return 6 * (size_t)KC * (m + 1) + (size_t)KC * (hs + 1) + (size_t)KC * hs + 2 * (size_t)KC * KC + KC; }
 
+// The chunk's rows of the four feature arrays (B·NH, T, m) into shared (KC, m+1) tiles: â, ĉ, a, c.
+__device__ inline void load_chunk_features(float* ah, float* ch, float* a, float* c, const float* rphiq, const float* rphik, const float* phiq,
+                                           const float* phik, size_t fo, int n, int m, int ld) {
+    for (int k = threadIdx.x; k < n * m; k += blockDim.x) {
+        const int t = k / m, i = k % m;
+        ah[t * ld + i] = rphiq[fo + k];
+        ch[t * ld + i] = rphik[fo + k];
+        a[t * ld + i] = phiq[fo + k];
+        c[t * ld + i] = phik[fo + k];
+    }
+}
+
+// Z_t = z_c + Σ_{s<=t} c_s in place over the chunk's c tile (one thread per feature i)
+__device__ inline void chunk_prefix_z(float* Z, const float* zc, int n, int m, int ld) {
+    for (int i = threadIdx.x; i < m; i += blockDim.x) {
+        float z = zc[i];
+        for (int t = 0; t < n; t++) { z += Z[t * ld + i]; Z[t * ld + i] = z; }
+    }
+}
+
 // (3) forward, one block per (chunk c, pair bh):
 //   Z_t = z_c + Σ_{s<=t} c_s;   den_t = a_t·Z_t + eps;   A[t][s] = â_t·ĉ_s (s <= t);
 //   out_t = (â_tᵀ S_c + Σ_{s<=t} A[t][s] v_s) / den_t          (S_c, z_c: st after step 2)
@@ -225,22 +240,13 @@ __global__ void kattn_chunk_forward_kernel(float* out, float* den, const float* 
     float* dn = A + KC * KC;     // (KC)      den
     const float* S = st + ((size_t)bh * nC + c) * ((size_t)m * hs + m);  // (m,hs) S_c, then (m) z_c
     const size_t fo = ((size_t)bh * T + t0) * m;
-    for (int k = tid; k < n * m; k += nt) {
-        const int t = k / m, i = k % m;
-        ah[t * ld + i] = rphiq[fo + k];
-        ch[t * ld + i] = rphik[fo + k];
-        a[t * ld + i] = phiq[fo + k];
-        Z[t * ld + i] = phik[fo + k];
-    }
+    load_chunk_features(ah, ch, a, Z, rphiq, rphik, phiq, phik, fo, n, m, ld);
     for (int k = tid; k < n * hs; k += nt) {
         const int t = k / hs, j = k % hs;
         v[k] = qkv[((size_t)b * T + t0 + t) * 3 * C + 2 * C + (size_t)h * hs + j];
     }
     __syncthreads();
-    for (int i = tid; i < m; i += nt) {  // z_t = z_{t−1} + c_t
-        float z = S[(size_t)m * hs + i];
-        for (int t = 0; t < n; t++) { z += Z[t * ld + i]; Z[t * ld + i] = z; }
-    }
+    chunk_prefix_z(Z, S + (size_t)m * hs, n, m, ld);
     for (int k = tid; k < n * n; k += nt) {
         const int t = k / n, s2 = k % n;
         float x = 0.0f;
@@ -295,13 +301,7 @@ __global__ void kattn_chunk_backward_kernel(float* dqkv, const float* stS, const
     const float* S = stS + ((size_t)bh * nC + c) * P;  // S_c (m,hs), z_c (m)
     const float* U = stU + ((size_t)bh * nC + c) * P;  // U_c (m,hs), w_c (m)
     const size_t fo = ((size_t)bh * T + t0) * m;
-    for (int k = tid; k < n * m; k += nt) {
-        const int t = k / m, i = k % m;
-        ah[t * ld + i] = rphiq[fo + k];
-        ch[t * ld + i] = rphik[fo + k];
-        W[t * ld + i] = phiq[fo + k];
-        Z[t * ld + i] = phik[fo + k];
-    }
+    load_chunk_features(ah, ch, W, Z, rphiq, rphik, phiq, phik, fo, n, m, ld);
     for (int k = tid; k < n * hs; k += nt) {
         const int t = k / hs, j = k % hs;
         const size_t row = (size_t)b * T + t0 + t;
@@ -310,9 +310,8 @@ __global__ void kattn_chunk_backward_kernel(float* dqkv, const float* stS, const
     }
     for (int t = tid; t < n; t += nt) ddv[t] = dd[(size_t)bh * T + t0 + t];
     __syncthreads();
+    chunk_prefix_z(Z, S + (size_t)m * hs, n, m, ld);  // Z_t = z_c + Σ_{s<=t} c_s
     for (int i = tid; i < m; i += nt) {
-        float z = S[(size_t)m * hs + i];  // Z_t = z_c + Σ_{s<=t} c_s
-        for (int t = 0; t < n; t++) { z += Z[t * ld + i]; Z[t * ld + i] = z; }
         float w = U[(size_t)m * hs + i];  // w_c + Σ_{t'>=t} a_t' dden_t'
         for (int t = n - 1; t >= 0; t--) { w += W[t * ld + i] * ddv[t]; W[t * ld + i] = w; }
     }
@@ -365,12 +364,7 @@ __global__ void kattn_chunk_backward_kernel(float* dqkv, const float* stS, const
 // Otherwise the scan runs, and says so once on stderr.
 static bool chunked_fits(int m, int hs, int BNH) {
     if (icl::kernel_attention_form() != icl::KattnForm::chunked) return false;
-    static int optin = -1;
-    if (optin < 0) {
-        int dev = 0;
-        cudaCheck(cudaGetDevice(&dev));
-        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    }
+    const int optin = shared_memory_optin();
     const size_t f = chunk_forward_floats(m, hs) * sizeof(float), bw = chunk_backward_floats(m, hs) * sizeof(float);
     if (bw > (size_t)optin || f > (size_t)optin || BNH > 65535) {
         static bool said = false;
