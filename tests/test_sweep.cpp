@@ -95,7 +95,7 @@ TEST_CASE("sweep: presets, --dry-run, and every refusal is one line") {
     TmpDir d;
     icl_test::Result r = icl_test::run("sweep --list");
     REQUIRE(r.code == 0);
-    for (const char* n : {"cgt-ell", "cgt-rank", "cgt-templates", "cgt-wcwd", "cgt-single-task", "cgt-lr-ell", "cgt-lr-dims"})
+    for (const char* n : {"cgt-ell", "cgt-rank", "cgt-templates", "cgt-wcwd", "cgt-single-task", "cgt-lr-ell", "cgt-lr-dims", "cgt-two-texts"})
         CHECK(r.out.find(n) != std::string::npos);
     r = icl_test::run("sweep --preset cgt-wcwd --dry-run --seeds 2 --out " + (d / "w"));
     REQUIRE(r.code == 0);
@@ -119,6 +119,23 @@ TEST_CASE("sweep: presets, --dry-run, and every refusal is one line") {
         CHECK(r.code == 0);
         CHECK(std::filesystem::exists(d / s.preset + "/table.md"));
     }
+    r = icl_test::run("sweep --preset cgt-two-texts --dry-run --seeds 1 --out " + (d / "dr") + " -- --steps 7 --eval-seqs 8");
+    REQUIRE(r.code == 0);  // after "--": --steps replaces the preset's 1200 in place, --eval-seqs is added
+    CHECK(r.out.find("--preset text-mini --seeds 1 --compare aux-reg --threads 1 --steps 7 --eval-seqs 8 --two-texts=0 --seed 1") != std::string::npos);
+    CHECK(r.out.find("1200") == std::string::npos);
+    {  // cgt-two-texts reads a categorized corpus: a small one of two categories, given after "--" (overrides text-mini's)
+        std::filesystem::create_directories(d / "corpus");
+        for (char ch : {'a', 'b'}) {
+            std::string t;
+            for (int i = 0; i < 40; i++) t += (i ? "%\n" : "") + std::string(60 + i % 9, ch) + " " + std::string(i % 5 + 1, 'x') + "\n";
+            icl_test::spit(d / "corpus" + "/" + std::string(1, ch) + ".txt", t);
+        }
+        r = icl_test::run("sweep --preset cgt-two-texts --grid '--two-texts=0' --seeds 1 --out " + (d / "tt") + " -- --data " + (d / "corpus") +
+                          " --steps 3 --eval-every 0 --batch 4");
+        CAPTURE(r.err);
+        CHECK(r.code == 0);
+        CHECK(std::filesystem::exists(d / "tt/table.md"));
+    }
     struct Case { std::string args; int code; const char* needle; };
     const std::string m = " --metric v=/final_val_loss --seeds 1 --out " + (d / "x");
     for (const Case& k : {Case{"sweep --grid '--lr=1e-3'" + m, 2, "no command"},
@@ -131,6 +148,7 @@ TEST_CASE("sweep: presets, --dry-run, and every refusal is one line") {
                           Case{"sweep --preset nope", 2, "--preset: unknown preset 'nope'"},
                           Case{"sweep --preset cgt-ell -- train_gpt", 2, "--preset: it brings its own command; after '--' give only flags"},
                           Case{"sweep --paper --grid '--lr=1'" + m + " -- train_gpt", 2, "--paper: only with --preset"},
+                          Case{"sweep --preset cgt-two-texts --paper --out " + (d / "x"), 2, "--paper: cgt-two-texts has no paper-sized version"},
                           Case{"sweep --grid '--lr=1e-3'" + m + " -- no_such_binary", 1, "no_such_binary is not an executable"},
                           Case{"sweep --grid '--lr=1e-3' --metric v=/no/such --seeds 1 --out " + (d / "y") + " -- train_gpt --preset tiny --threads 1", 1,
                                "no number at /no/such (metric v)"}}) {

@@ -4,7 +4,7 @@
 //   sweep --grid '--ell=1,2,3' --metric spec=/runs/0/eval/spec_acc --seeds 3 --out out/sweep/ell -- train_cgt --preset icl-mini --compare aux-reg
 //   sweep --preset cgt-ell                     # a named sweep (the CGT ablation figures; --list shows them)
 //   sweep --preset cgt-ell --paper --seeds 6   # the same figure at the paper's size (a GPU job)
-//   sweep --preset cgt-ell -- --steps 300      # flags after "--" are added to a named sweep's command
+//   sweep --preset cgt-ell -- --steps 300      # flags after "--" go into a named sweep's command (replacing its own value)
 //
 // Cells are the combinations of the --grid values ('FLAG=v1,v2,…', several separated by ';'; the first flag is
 // the plots' x axis, the others make one line each). Cell c and seed k (k = 0 … --seeds−1) run
@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -84,6 +85,13 @@ const std::vector<Named>& named_sweeps() {
          cgt("paper-linreg", true), "--ell=3,4,5,6,7"},
         {"cgt-lr-dims", "Fig. 12: linear regression, d_x with d_y = 64 (paper: d_x ∈ {64, 128}, 3 runs each)", "--width=64,128", kLrMetrics,
          cgt("lr-mini", false, {"--dy", "64"}), cgt("paper-linreg", true, {"--dy", "64"})},
+        // Fig. 15's stand-in: text-mini on the fortune corpus (its default --data out/fortunes, prep_fortunes' default;
+        // `-- --data DIR` for another), trained on single texts (--two-texts 0) or on mixtures (0.5, text-mini's), the
+        // document embeddings' 5-NN category accuracy in y space and in the t-SNE plane. No paper-sized twin: the paper
+        // trains on C4 and embeds Wikipedia pages, neither of which is on these machines.
+        {"cgt-two-texts", "Fig. 15 stand-in: trained on single texts vs mixtures, 5-NN category accuracy of document y (paper: single texts separate much better)",
+         "--two-texts=0,0.5", "knn_y=/runs/0/eval/knn_y,knn_tsne=/runs/0/eval/knn_tsne",
+         cgt("text-mini", false, {"--steps", "1200"}), {}},
     };
     return k;
 }
@@ -261,6 +269,7 @@ int run(int argc, char** argv) {
         "examples:\n"
         "  sweep --list\n"
         "  sweep --preset cgt-ell --out out/sweep/cgt-ell             # rerun the same line to resume\n"
+        "  sweep --preset cgt-two-texts -- --data DIR --steps 300     # after '--': flags that replace the preset's value or are added\n"
         "  sweep --grid '--wc=0,0.04;--wd=0,0.04' --metric spec=/runs/0/eval/spec_acc -- train_cgt --preset icl-mini --compare aux-reg");
     if (!cli.parse(own)) return 0;
     if (cli.get_bool("--list")) {
@@ -270,6 +279,7 @@ int run(int argc, char** argv) {
             for (auto& a : n.cpu) std::printf("%s ", a.c_str());
             std::printf("\n  paper: ");
             for (auto& a : n.paper) std::printf("%s ", a.c_str());
+            if (n.paper.empty()) std::printf("(none: not the paper's data)");
             std::printf("\n");
         }
         return 0;
@@ -282,12 +292,25 @@ int run(int argc, char** argv) {
         for (const Named& x : named_sweeps())
             if (x.name == cli.preset_name()) n = &x;
         ICL_ASSERT(n);
-        // anything after "--" is appended to its command (flags only: --steps 100 for a shorter run)
+        // anything after "--" goes into its command (flags only: --steps 100 for a shorter run)
         if (!cmd.empty() && cmd[0].rfind("--", 0) != 0)
             fail_usage("--preset: it brings its own command; after '--' give only flags to add to it (got " + quote_text(cmd[0]) + ")");
         std::vector<std::string> extra = cmd;
+        if (cli.get_bool("--paper") && n->paper.empty())
+            fail_usage("--paper: " + n->name + " has no paper-sized version (its data is not the paper's: see --list)");
         cmd = cli.get_bool("--paper") ? n->paper : n->cpu;
-        cmd.insert(cmd.end(), extra.begin(), extra.end());
+        // a flag the preset's command already has (e.g. --steps) takes the new value in place; others are appended
+        for (size_t i = 0; i < extra.size(); i++) {
+            const bool has_value = i + 1 < extra.size() && extra[i + 1].rfind("--", 0) != 0;
+            auto at = std::find(cmd.begin(), cmd.end(), extra[i]);
+            if (has_value && at != cmd.end() && at + 1 != cmd.end() && (at + 1)->rfind("--", 0) != 0) {
+                *(at + 1) = extra[i + 1];
+            } else {
+                cmd.push_back(extra[i]);
+                if (has_value) cmd.push_back(extra[i + 1]);
+            }
+            if (has_value) i++;
+        }
         label = n->name + (cli.get_bool("--paper") ? "-paper" : "");
         if (cli.get_bool("--paper") && !cli.given("--grid") && !n->paper_grid.empty()) grid = n->paper_grid;
     } else if (cli.get_bool("--paper")) {
