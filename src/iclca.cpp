@@ -46,7 +46,7 @@ const FlagUsers kFlagUsers = {
     {"--p0", {"convert"}}, {"--save", {"train", "convert"}}, {"--load", {"train", "convert", "eval", "generate", "e2", "e4"}},
     {"--trials", {"e1", "e2", "e4"}}, {"--sizes", {"e1"}}, {"--M", {"e1", "e4"}}, {"--N", {"e1", "e4"}}, {"--seeds", {"e2", "e3"}},
     {"--replot", {"e3"}}, {"--Ms", {"bench"}}, {"--Ts", {"bench"}}, {"--gen", {"bench", "generate"}}, {"--features", {"e4"}},
-    {"--orf", {"e4"}}, {"--attn-std", {"e4"}},
+    {"--orf", {"e4"}}, {"--attn-std", {"e4"}}, {"--attention", {"e1"}},
 };
 
 void register_flags(Cli& cli) {
@@ -55,6 +55,8 @@ void register_flags(Cli& cli) {
     cli.flag("--task", "induction", "train: induction | text");
     cli.flag("--data", "", "train --task text: a text file (bytes)");
     add_kernel_lm_flags(cli);  // --layers --width --heads --bias --eps (models/iclca/kernel_lm.h); e4's GPT reads the first three
+    cli.flag("--attention", "kernel", "e1: the models' attention — kernel (the ICLCA model: φ = elu+1, RoPE, causal; Theorem 4.5) or linear "
+                                      "(Theorem 4.1's case: φ = I, no denominator, no RoPE, no mask, b_KV only; exact for one layer, CPU only)");
     cli.flag("--seq", "128", "training / eval sequence length T (e2: prompt M = input N = T/2)");
     add_train_flags(cli);  // train (and e2, e3 when they train): --warmup … --save-every --resume (models/trainer.h)
     cli.set_default("--warmup", "50");

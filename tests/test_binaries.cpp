@@ -113,6 +113,24 @@ TEST_CASE("--device cuda in a build without CUDA says so") {
     CHECK(explained);
 }
 
+TEST_CASE("a misspelt ICL_KATTN_FORM or ICL_FUSED_ATTENTION exits 2 at startup, on any device") {
+    // before this check, a bad ICL_KATTN_FORM failed only when kernel attention first ran on a GPU, and
+    // ICL_FUSED_ATTENTION=yes was silently 'off'
+    for (const char* env : {"ICL_KATTN_FORM=scanned", "ICL_FUSED_ATTENTION=yes"}) {
+        Result r = icl_test::run_shell(std::string("env ") + env + " " + icl_test::bin_dir() + "/train_gpt --preset tiny --steps 1 --out /tmp/icl_env_refused");
+        CAPTURE(env);
+        CHECK(r.code == 2);
+        CHECK(r.err.find(std::string(env).substr(0, std::string(env).find('=') + 1) + "'") != std::string::npos);
+        CHECK(r.err.find("step ") == std::string::npos);
+    }
+    for (const char* env : {"ICL_KATTN_FORM=scan", "ICL_FUSED_ATTENTION=0"}) {  // valid values: the CPU run goes on
+        Result r = icl_test::run_shell(std::string("env ") + env + " " + icl_test::bin_dir() + "/train_gpt --preset tiny --steps 1 --eval-every 0 --out /tmp/icl_env_ok");
+        CAPTURE(env);
+        CHECK(r.code == 0);
+    }
+    std::system("rm -rf /tmp/icl_env_refused /tmp/icl_env_ok");
+}
+
 TEST_CASE("OpenMP threads wait passively unless OMP_WAIT_POLICY says otherwise (the binary re-executes itself with it)") {
     // OMP_DISPLAY_ENV=verbose makes libgomp print its settings when it starts; the last print is the process that
     // runs. libgomp shows the policy as 'PASSIVE' even by default, where it spins GOMP_SPINCOUNT = 300000 times before
@@ -298,8 +316,20 @@ TEST_CASE("iclca end to end: train, convert, e2 (prompted = converted, to the lo
     head = head.substr(0, head.find('\n'));
     for (const char* col : {"kattn_fwd_causal_gflops", "matmul_fwd_gflops", "kattn_bwd_causal_gflops", "matmul_bwd_gflops"})
         CHECK(head.find(col) != std::string::npos);
+    // Theorem 4.1's case as a model option: e1 on the one-layer size is exact to rounding (fp32 and fp64)
+    r = run("iclca e1 --attention linear --sizes 205k --trials 2 --M 4-9 --N 3-6 --threads 1 --out " + dir + "/e1lin");
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    const nlohmann::json e1 = nlohmann::json::parse(slurp(dir + "/e1lin/summary.json"));
+    CHECK(e1["rows"][0]["attention"] == "linear");
+    CHECK(e1["rows"][0]["relerr_fp64"].get<double>() < 1e-14);
+    CHECK(e1["rows"][0]["relerr_fp32"].get<double>() < 2e-6);
+    CHECK(e1["rows"][0]["relerr_noicl"].get<double>() > 1e-3);  // the prompt matters: the no-ICL run differs
+    CHECK(r.out.find("exact (Thm 4.1)") != std::string::npos);
     struct Case { std::string cmd; const char* needle; };
-    for (const Case& c : {Case{"iclca convert --prompt ab --save " + dir + "/x.safetensors", "convert needs --load"},
+    for (const Case& c : {Case{"iclca e1 --attention softmax", "--attention: expected kernel or linear, got 'softmax'"},
+                          Case{"iclca train --attention linear", "--attention: iclca train does not use it (only e1)"},
+                          Case{"iclca convert --prompt ab --save " + dir + "/x.safetensors", "convert needs --load"},
                           Case{"iclca convert --load " + dir + "/ind.safetensors --save " + dir + "/x.safetensors", "convert needs --prompt"},
                           Case{"iclca nope", "nope"}, Case{"iclca e3 --replot 1", "--replot 1 needs --out"},
                           Case{"iclca generate --load " + dir + "/conv.safetensors", "generate needs --prompt"},

@@ -574,6 +574,64 @@ TEST_CASE("linear attention (φ = I, D = 1, no mask): fp64 finite differences of
     check_gradient("linear attention b_KV", loss, bkv.data(), bkv.size(), dbkv.data(), 1e-9);
 }
 
+TEST_CASE("kernel LM --attention linear (Theorem 4.1's case as a model option): fp64 gradients, conversion exact at one layer, not at two") {
+    KernelLMConfig c = tiny_cfg();
+    c.attn = "linear";
+    c.C = 10;  // head size 5: odd is allowed (no RoPE pairs)
+    c.NH = 2;
+    {  // the whole model's gradients, b_KV included (no b_D), against fp64 finite differences
+        c.L = 2;
+        KernelLM<double> m(c, Device::cpu, 3);
+        CHECK(m.s.ptable.has("h.1.attn.bkv"));
+        CHECK(!m.s.ptable.has("h.1.attn.bd"));
+        randomize_model(m, 5, 0.3);
+        Rng r(4);
+        Batch bt;
+        bt.B = 2; bt.T = 6;
+        for (int i = 0; i < 12; i++) {
+            bt.tokens.push_back((int)r.below(c.V));
+            bt.targets.push_back((int)r.below(c.V));
+            bt.mask.push_back(i % 5 == 4 ? 0.0f : 1.0f);
+        }
+        auto rows = fd_check_params(m, bt, 1e-5, 1e-8, 1e-6);
+        REQUIRE(rows.size() == m.s.ptable.size());
+        for (auto& row : rows) {
+            CAPTURE(row.name);
+            CHECK(row.pass);
+        }
+        CHECK(m.s.atable.has("h.0.atty"));
+        CHECK(!m.s.atable.has("h.0.phiq"));  // none of the kernel attention's saved features
+    }
+    // Theorem 4.1 through the model: the prompted run [X'; X] at X's rows = X alone after iclca_convert folds the
+    // prompt into each b_KV — for one layer. With two, layer 2's fold reads the prompt run's own layer-1 rows, which the
+    // joint run (no mask: the prompt rows read X) does not have.
+    c.L = 1;
+    const double e64 = conversion_error<double>(c, 31, 9, 7, 0), e32 = conversion_error<float>(c, 31, 9, 7, 0);
+    const double e64p = conversion_error<double>(c, 32, 12, 5, 5);  // positions play no part
+    MESSAGE("--attention linear, L = 1: relerr fp64 " << e64 << " / " << e64p << ", fp32 " << e32);
+    // fp64: the op sums b + Σ_prompt k vᵀ + Σ_input k vᵀ in double in that order both ways (the fold stores the first
+    // two in a double bias), so the logits are equal, not just close; fp32 measured 1.2e-7 (the bias rounded to float)
+    CHECK(e64 == 0);
+    CHECK(e64p == 0);
+    CHECK(e32 <= 1e-6);
+    c.L = 2;
+    const double e2 = conversion_error<double>(c, 31, 9, 7, 0);
+    MESSAGE("--attention linear, L = 2: relerr fp64 " << e2);
+    CHECK(e2 > 1e-3);  // not exact: the theorem is for one layer
+    // config round trip; a file without 'attn' is the kernel model; the GPU and the streaming form are refused
+    KernelLMConfig back = KernelLMConfig::from_json(c.to_json());
+    CHECK(back.attn == "linear");
+    nlohmann::json j = c.to_json();
+    j.erase("attn");
+    j["NH"] = 5;  // head size 2: the kernel model's RoPE needs an even one
+    CHECK(KernelLMConfig::from_json(j).attn == "kernel");
+    j["attn"] = "softmax";
+    CHECK_THROWS_WITH_AS(KernelLMConfig::from_json(j), doctest::Contains("'attn' must be kernel or linear"), Error);
+    CHECK_THROWS_WITH_AS(KernelLM<float>(c, Device::cuda, 1), doctest::Contains("runs on the CPU only"), Error);
+    KernelLM<float> m(c, Device::cpu, 1);
+    CHECK_THROWS_WITH_AS(m.stream_start(0), doctest::Contains("no streaming form"), Error);
+}
+
 TEST_CASE("ICLCA: bias = rebased recurrent state (§6.4), b_D delta > 0 and position-free (§6.17), norm (§6.18)") {
     KernelLMConfig c = tiny_cfg();
     KernelLM<double> m(c, Device::cpu, 1);

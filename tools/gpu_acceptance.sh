@@ -37,7 +37,7 @@
 # and the exit status is non-zero if any step failed. On this project's lent GPU machine (the device tool: a few
 # minutes of device time, a fresh machine each call) what worked on 2026-11-28 (docs/benchmarks.md, section GPU):
 # build here (`make cuda ARCH_FLAGS="-mavx2 -mfma" CUDA_ARCH="-gencode arch=compute_90,code=sm_90" ICL_MPI=0`),
-# `tools/gpu_deps.sh`, copy the binaries of build-cuda/ into an ignored folder (.gpu-bin) and carry it with .gpu-deps;
+# `tools/gpu_deps.sh`, copy the binaries of build-cuda/ and its provenance.stamp into an ignored folder (.gpu-bin) and carry it with .gpu-deps;
 # there `cp -a .gpu-bin/. build-cuda/` and, with A="tools/gpu_acceptance.sh --prebuilt --deps .gpu-deps":
 #   $A --stages build --report $OUT/0.txt                  (checks that the binaries load; builds there if not)
 #   $A --jobs 4 --stages tests --report $OUT/1.txt &  $A --stages suite --report $OUT/2.txt &
@@ -111,7 +111,11 @@ G2S="--layers 12 --width 768 --heads 12 --vocab 50257 --seq 1024 --batch 8"   # 
 makeargs=(-j"$nproc")
 [ -z "$deps" ] || makeargs+=(DEPS_DIR="$deps")
 
-echo "gpu_acceptance.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname), git $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+local changes'), stages $stages"
+# the tree's commit, and with --prebuilt the binaries' own (their build's provenance.stamp: commit, dirty flag, compiler
+# and flags), which is the one that counts when the tree copied here is not the one they were built from
+built=""
+[ $prebuilt -eq 0 ] || built=", binaries: $(cat $B/provenance.stamp 2>/dev/null || echo 'no build-cuda/provenance.stamp (copy it with the binaries)')"
+echo "gpu_acceptance.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname), git $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+local changes')$built, stages $stages"
 step nvidia-smi nvidia-smi
 step nvcc bash -c "command -v nvcc >/dev/null && nvcc --version || /usr/local/cuda/bin/nvcc --version"
 step cpu bash -c "grep -m1 'model name' /proc/cpuinfo; nproc"

@@ -353,6 +353,7 @@ RunEnv apply_run_flags(const Cli& cli) {
     RunEnv e;
     e.threads = apply_threads(cli);
     e.dev = parse_device(cli.get("--device"));
+    check_device_environment();
     require_device(e.dev);
     if (cli.has_flag("--tf32")) set_tf32(cli.get_bool("--tf32"));
     RunRecord r;  // for every summary.json / CSV / table.md this run writes (engine/provenance.h)

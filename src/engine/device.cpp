@@ -35,6 +35,12 @@ KattnForm kernel_attention_form() {
     }
     return (KattnForm)g_kattn_form;
 }
+void check_device_environment() {
+    if (std::getenv("ICL_KATTN_FORM")) (void)kernel_attention_form();  // a bad value exits 2 here, not at the first GPU layer
+    const char* e = std::getenv("ICL_FUSED_ATTENTION");
+    if (e && std::string(e) != "0" && std::string(e) != "1")
+        fail(std::string("ICL_FUSED_ATTENTION='") + e + "': expected 0 or 1", 2);
+}
 
 #ifdef ICL_CUDA
 // Implemented in cuda/cuda_device.cu.

@@ -39,6 +39,9 @@ bool fused_attention_enabled();
 enum class KattnForm { chunked, scan, scan_shared };
 void set_kernel_attention_form(KattnForm f);
 KattnForm kernel_attention_form();
+// Checks the two variables above (ICL_KATTN_FORM, ICL_FUSED_ATTENTION) wherever they are set, on any device, so that a
+// misspelt value exits 2 with one line at startup (apply_run_flags), not when the GPU first reaches the layer.
+void check_device_environment();
 
 void* device_alloc(Device d, size_t bytes);  // zero-filled, 64-byte aligned on the CPU
 // How many device_alloc calls this process has made (both devices): tests check that a steady loop allocates nothing.

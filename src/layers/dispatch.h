@@ -25,6 +25,7 @@
 #include "layers/kernel_attention.h"
 #include "layers/kv_attention.h"
 #include "layers/layernorm.h"
+#include "layers/linear_attention.h"
 #include "layers/loss.h"
 #include "layers/matmul.h"
 #include "layers/relu.h"
@@ -369,6 +370,19 @@ void kernel_attention_step(Device dev, real* out, real* S, real* z, const real* 
     OpTimer timer_("kernel attention step", dev);
     ON_GPU(kernel_attention_step(out, S, z, qkv, pos, C, NH, eps));
     icl::kernel_attention_step(out, S, z, qkv, pos, C, NH, eps);
+}
+// ---- Theorem 4.1's linear attention (φ = I, D = 1, no RoPE, no mask; src/layers/linear_attention.h): CPU only ----
+template <typename real>
+void linear_attention_forward(Device dev, real* out, const real* qkv, const real* bkv, int B, int T, int C, int NH) {
+    OpTimer timer_("linear attention fwd", dev);
+    ICL_ASSERT_MSG(dev == Device::cpu, "linear attention (Theorem 4.1's case) has no CUDA kernel: KernelLM refuses it on the GPU");
+    icl::linear_attention_forward(out, qkv, bkv, B, T, C, NH);
+}
+template <typename real>
+void linear_attention_backward(Device dev, real* dqkv, real* dbkv, const real* dout, const real* qkv, const real* bkv, int B, int T, int C, int NH) {
+    OpTimer timer_("linear attention bwd", dev);
+    ICL_ASSERT_MSG(dev == Device::cpu, "linear attention (Theorem 4.1's case) has no CUDA kernel: KernelLM refuses it on the GPU");
+    icl::linear_attention_backward(dqkv, dbkv, dout, qkv, bkv, B, T, C, NH);
 }
 // ---- ICLAA's hybrid attention: exact softmax + the prompt's random-feature term (src/layers/iclaa_attention.h) ----
 template <typename real>

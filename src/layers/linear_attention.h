@@ -10,8 +10,9 @@
 // the prompt rows' own outputs depend on X (no mask), so a second layer would need them — the theorem does not
 // extend to depth (the test shows both). linear_attention_fold (models/iclca/iclca_convert.h) computes b'_KV.
 //
-// A teaching op for the theorem (tests/test_iclca.cpp), written plainly in double loops; CPU only (no model of
-// the engine trains with it, so it has no dispatch entry or CUDA kernel).
+// A teaching op for the theorem, written plainly in double loops (O(T·hs²) per head, sums in double). The kernel LM
+// runs it as a model option (KernelLMConfig::attn = "linear", `iclca e1 --attention linear`; models/block.h, through
+// op::linear_attention_* in layers/dispatch.h); CPU only — no CUDA kernel, and the model refuses the GPU.
 // GRADIENT CONVENTION (whole engine): backward ACCUMULATES (+=) into dqkv and dbkv.
 #pragma once
 #include <cstddef>

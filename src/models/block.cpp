@@ -25,7 +25,8 @@ void block_parameters(TensorTable& t, const std::string& p, const BlockShape& k,
     Z("attn.qkv.b", {3 * C}, "query/key/value bias");
     if (kernel_bias) {
         Z("attn.bkv", {NH, hs, hs}, "ICLCA key-value bias b_KV (NH,m,hs): initial numerator state, rotated frame of position 0");
-        Z("attn.bd", {NH, hs}, "ICLCA denominator bias b_D (NH,m): initial denominator state, unrotated");
+        if (k.attn != AttnKind::linear)  // linear attention has no denominator (D = 1)
+            Z("attn.bd", {NH, hs}, "ICLCA denominator bias b_D (NH,m): initial denominator state, unrotated");
     }
     // attention mods, augmented: parallel adapters g(Wx) = Wx + c·B ReLU(A x) on the keys (g2) and values (g1);
     // B = 0 at init, so training starts at plain attention (spec/duallens.md §4.2, A9)
@@ -102,6 +103,8 @@ void block_activations(ActTable& t, const std::string& h, int64_t B, int64_t T, 
         else  // plain softmax: the O(T) form (layers/attention.h); --dump-npy rebuilds <h>att from it (attention_probability_dumps)
             t.add(h + "lse", {B, NH, T}, d.pre + "attention row log-sum-exp (the probabilities are recomputed from it)", false);
         t.add(h + "atty", {B, T, C}, d.pre + "attention output, heads concatenated", true);
+    } else if (k.attn == AttnKind::linear) {
+        t.add(h + "atty", {B, T, C}, "linear attention output (every token reads every token), heads concatenated", true);
     } else {
         t.add(h + "phiq", {B, NH, T, m}, "a = phi(q) = elu(q)+1", false);
         t.add(h + "phik", {B, NH, T, m}, "c = phi(k) = elu(k)+1", false);
@@ -187,6 +190,9 @@ real* block_forward(ModelState<real>& s, const std::string& h, const std::string
                                   b.T, C, k.NH, Cu);
     } else if (k.attn == AttnKind::softmax) {
         op::attention_forward_lse(dev, A("atty"), A("lse"), b.scratch, A("qkv"), b.B, b.T, C, k.NH, b.kstart);
+    } else if (k.attn == AttnKind::linear) {
+        // atty_t = (b_KV + Σ_j k_j v_jᵀ)ᵀ q_t over the whole sequence (no mask, no positions)
+        op::linear_attention_forward(dev, A("atty"), A("qkv"), b.bias ? P("attn.bkv") : (const real*)nullptr, b.B, b.T, C, k.NH);
     } else {
         const real* bkv = b.bias ? P("attn.bkv") : nullptr;
         const real* bd = b.bias ? P("attn.bd") : nullptr;
@@ -240,6 +246,10 @@ void block_backward(ModelState<real>& s, const std::string& h, const std::string
     } else if (k.attn == AttnKind::softmax) {
         // atty = attention(qkv)
         op::attention_backward_lse(dev, D("qkv"), b.scratch, D("atty"), A("atty"), A("qkv"), A("lse"), b.B, b.T, C, k.NH, b.kstart);
+    } else if (k.attn == AttnKind::linear) {
+        // atty = linattn(qkv; b_KV)
+        op::linear_attention_backward(dev, D("qkv"), b.bias ? G("attn.bkv") : (real*)nullptr, D("atty"), A("qkv"),
+                                      b.bias ? P("attn.bkv") : (const real*)nullptr, b.B, b.T, C, k.NH);
     } else {
         // atty = kattn(qkv; b_KV, b_D)
         op::kernel_attention_backward(dev, D("qkv"), b.bias ? G("attn.bkv") : (real*)nullptr, b.bias ? G("attn.bd") : (real*)nullptr,
@@ -327,6 +337,7 @@ template void block_backward<double>(ModelState<double>&, const std::string&, co
 size_t block_scratch_size(const BlockShape& k, int B, int T, int nthreads, Device dev) {
     if (dev != Device::cpu) return 0;
     if (k.attn == AttnKind::kernel) return kernel_attention_scratch_size(B, T, k.C, k.NH, nthreads);
+    if (k.attn == AttnKind::linear) return 0;  // the op keeps its (hs,hs) state in its own vectors
     if (k.mod.attention_active()) return attention_scratch_size(B, T, k.C, k.NH, nthreads);
     return attention_lse_scratch_size(B, T, k.NH, nthreads);
 }

@@ -7,6 +7,7 @@
 // What differs between the models is a few choices, carried by BlockShape:
 //   attn  softmax  op::attention_*          (GPT, CGT)
 //         kernel   op::kernel_attention_*  (kernel LM: φ = elu+1, RoPE, optional h.<l>.attn.bkv / attn.bd)
+//         linear   op::linear_attention_*  (kernel LM --attention linear: Theorem 4.1's φ = I, D = 1, no mask; bkv only)
 //   mix   what sits between each LN and the projection that reads it (u = LN(x)):
 //         none       the projection reads u                                    (GPT, kernel LM, CGT blocks < ℓ)
 //         generator  T^κ(u; y) = u + L(y)R(y)ᵀ[u;1]   (CGT modulated blocks; params gen.{att,mlp}.{S,L,R})
@@ -30,7 +31,9 @@
 
 namespace icl {
 
-enum class AttnKind { softmax, kernel };
+// softmax: causal softmax attention; kernel: ICLCA's causal kernel attention (φ = elu+1, RoPE, b_KV and b_D);
+// linear: Theorem 4.1's linear attention (φ = I, no denominator, no RoPE, NO mask; b_KV only) — CPU only
+enum class AttnKind { softmax, kernel, linear };
 enum class ActKind { gelu, relu };  // the MLP nonlinearity: GPT-2's tanh-GELU, or OPT's ReLU (TinT's auxiliary model)
 enum class MixKind { none, generator, concat };
 

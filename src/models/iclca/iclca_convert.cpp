@@ -65,11 +65,32 @@ static void convert_layer(KernelLM<real>& m, int l, int M) {
     m.s.upload(m.s.params, m.s.ptable.offset(h + "attn.bd"), bd.data(), nz);
 }
 
+// Theorem 4.1's fold for a model with --attention linear: b'_KV = b_KV + Σ_j k'_j v'_jᵀ per layer, k', v' = the
+// prompt's rows of that layer's qkv in a forward over the prompt ALONE. Exact for one layer; for deeper models the
+// joint run's prompt rows (no mask: they read the input) differ from these, so only layer 0 is exact.
+template <typename real>
+static void convert_layer_linear(KernelLM<real>& m, int l, int M) {
+    const int C = m.cfg.C, NH = m.cfg.NH, hs = m.cfg.hs();
+    const std::string h = "h." + std::to_string(l) + ".";
+    const size_t nS = (size_t)NH * hs * hs;
+    std::vector<real> bkv = m.s.to_host(m.s.params, m.s.ptable.offset(h + "attn.bkv"), nS);
+    std::vector<real> qkv = m.s.fetch_act(h + "qkv");  // (1, M, 3C)
+    linear_attention_fold(bkv.data(), qkv.data(), M, C, NH);
+    m.s.upload(m.s.params, m.s.ptable.offset(h + "attn.bkv"), bkv.data(), nS);
+}
+
 template <typename real>
 void iclca_convert(KernelLM<real>& m, const std::vector<int>& prompt, int p0, IclcaVariant v) {
     if (!m.cfg.bias) fail("ICLCA needs a kernel LM with bias terms (this one was built with --bias 0)");
     const int M = (int)prompt.size();
     if (p0 < 0) fail("ICLCA: the start position must be >= 0");
+    if (m.cfg.linear()) {  // Theorem 4.1 (no positions: p0 plays no part)
+        if (v != IclcaVariant::exact) fail("ICLCA: the printed-typo variant is defined for the kernel attention only");
+        if (M == 0) return;
+        kernel_lm_logits(m, prompt, p0);
+        for (int l = 0; l < m.cfg.L; l++) convert_layer_linear(m, l, M);
+        return;
+    }
     if (v == IclcaVariant::exact) {
         if (M > 0) kernel_lm_logits(m, prompt, p0);  // one forward over the prompt with the OLD biases
         for (int l = 0; l < m.cfg.L; l++) convert_layer(m, l, M);

@@ -18,7 +18,9 @@ namespace icl {
 // config
 
 nlohmann::json KernelLMConfig::to_json() const {
-    return {{"L", L}, {"C", C}, {"NH", NH}, {"V", V}, {"maxT", maxT}, {"bias", bias}, {"eps", eps}};
+    nlohmann::json j = {{"L", L}, {"C", C}, {"NH", NH}, {"V", V}, {"maxT", maxT}, {"bias", bias}, {"eps", eps}};
+    if (linear()) j["attn"] = attn;  // absent = kernel: the files written before the option read the same
+    return j;
 }
 
 KernelLMConfig KernelLMConfig::from_json(const nlohmann::json& j) {
@@ -32,6 +34,11 @@ KernelLMConfig KernelLMConfig::from_json(const nlohmann::json& j) {
     c.bias = config_int(j, "bias", "kernel_lm", 0, 1);
     if (!j.contains("eps") || !j["eps"].is_number()) fail("kernel_lm config: missing or non-numeric 'eps'");
     c.eps = j["eps"].get<double>();
+    if (j.contains("attn")) {
+        if (!j["attn"].is_string()) fail("kernel_lm config: 'attn' is not a string");
+        c.attn = j["attn"].get<std::string>();
+        if (c.attn != "kernel" && c.attn != "linear") fail("kernel_lm config: 'attn' must be kernel or linear, got '" + c.attn + "'");
+    }
     validate_file_config(c, "kernel_lm");
     return c;
 }
@@ -40,7 +47,8 @@ void KernelLMConfig::validate() const {
     if (L < 1) fail_usage(strfmt("--layers: must be >= 1, got %d", L));
     if (C < 1) fail_usage(strfmt("--width: must be >= 1, got %d", C));
     if (NH < 1 || C % NH != 0) fail_usage(strfmt("--heads: must divide the width %d, got %d", C, NH));
-    if ((C / NH) % 2 != 0) fail_usage(strfmt("--heads: the head size C/NH = %d must be even (RoPE rotates pairs)", C / NH));
+    if (attn != "kernel" && attn != "linear") fail_usage("--attention: expected kernel or linear, got '" + attn + "'");
+    if (!linear() && (C / NH) % 2 != 0) fail_usage(strfmt("--heads: the head size C/NH = %d must be even (RoPE rotates pairs)", C / NH));
     if (C / NH > 512) fail_usage("--heads: head size above 512 is not supported");
     if (V < 1) fail_usage(strfmt("vocabulary size must be >= 1, got %d", V));
     if (maxT < 1) fail_usage("--max-T: must be >= 1");
@@ -56,6 +64,7 @@ void add_kernel_lm_flags(Cli& cli, const KernelLMFlagDefaults& d) {
     cli.flag_shared("--heads", d.heads, "heads (C/heads must be even)");
     cli.flag("--bias", "1", "1: trainable b_KV, b_D (zero init); 0: none");
     cli.flag("--eps", "1e-6", "denominator epsilon");
+
 }
 
 KernelLMConfig kernel_lm_config_from_cli(const Cli& cli, int V) {
@@ -79,7 +88,7 @@ static BlockShape block_shape(const KernelLMConfig& c) {
     BlockShape k;
     k.C = c.C;
     k.NH = c.NH;
-    k.attn = AttnKind::kernel;
+    k.attn = c.linear() ? AttnKind::linear : AttnKind::kernel;
     return k;
 }
 
@@ -98,6 +107,8 @@ TensorTable kernel_lm_parameters(const KernelLMConfig& c) {
 template <typename real>
 KernelLM<real>::KernelLM(const KernelLMConfig& c, Device dev, uint64_t seed) : cfg(c) {
     cfg.validate();
+    if (cfg.linear() && dev != Device::cpu)
+        fail("--attention linear: Theorem 4.1's linear attention runs on the CPU only (a teaching case, no CUDA kernel)", 2);
     s.create(dev, "kernel_lm", cfg.to_json(), kernel_lm_parameters(cfg), seed);
     zero_wpe_ = Buffer<real>(dev, (size_t)cfg.C);  // the token-only embedding: wte[tok] + 0
     head_.spec = HeadSpec{cfg.C, cfg.V, 0};
@@ -176,6 +187,8 @@ BatchSpec KernelLM<real>::batch_spec() const {
 
 template <typename real>
 typename KernelLM<real>::Stream KernelLM<real>::stream_start(int p0) {
+    if (cfg.linear())
+        fail("--attention linear has no streaming form: with no mask every token reads the whole sequence (use the parallel form)", 2);
     const Device dev = s.dev;
     const size_t m = cfg.hs(), per_S = (size_t)cfg.NH * m * m, per_z = (size_t)cfg.NH * m;
     Stream st;

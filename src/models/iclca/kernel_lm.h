@@ -12,6 +12,11 @@
 // Batch, positions from Batch::pos or 0..T-1) and the streaming form (stream_start / stream_step: one token
 // at a time with the recurrent state (S, z) per layer, started from the biases).
 // cfg.bias = 0 builds the same model without b_KV/b_D parameters (the "no bias" arm of experiment E3).
+// cfg.attn = "linear" (--attention linear) swaps the kernel attention for Theorem 4.1's linear attention (spec §2.2;
+// layers/linear_attention.h): φ = I, no denominator, no RoPE and NO mask — every token reads the whole sequence — with
+// b_KV (NH,hs,hs) and no b_D. Not a language model (a token sees its successors); it exists so that the theorem's
+// case runs through the model, iclca_convert and `iclca e1 --attention linear` (exact for one layer, not beyond: the
+// spec's caveat). CPU only; no streaming form.
 #pragma once
 #include <string>
 #include <vector>
@@ -35,12 +40,14 @@ struct KernelLMConfig {
     int maxT = 1 << 20; // largest position accepted (RoPE needs no table; this only validates input)
     int bias = 1;       // 1: b_KV, b_D are parameters (zero-initialised, trainable); 0: none
     double eps = 1e-6;  // added to every denominator (same in prompted and converted runs)
+    std::string attn = "kernel";  // "kernel" (the ICLCA model) or "linear" (Theorem 4.1's case, above)
 
     nlohmann::json to_json() const;
     static KernelLMConfig from_json(const nlohmann::json& j);
     void validate() const;
     int64_t num_params() const;
     int hs() const { return C / NH; }
+    bool linear() const { return attn == "linear"; }
 };
 
 // The kernel LM's flags, spelled as in every binary: --layers --width --heads (the GPT's spelling) and --bias --eps.
