@@ -145,6 +145,26 @@ double conversion_error(const KernelLMConfig& c, uint64_t seed, int M, int N, in
     return relerr(prompted, converted);
 }
 
+// The whole model's parameter gradients against fp64 finite differences on a random (B,T) batch whose every fifth
+// target is masked; positions from p0 when p0 >= 0, else none (the batch's default 0..T-1).
+void check_model_gradients(KernelLM<double>& m, int B, int T, int p0) {
+    Rng r(4);
+    Batch bt;
+    bt.B = B; bt.T = T;
+    for (int i = 0; i < B * T; i++) {
+        bt.tokens.push_back((int)r.below(m.cfg.V));
+        bt.targets.push_back((int)r.below(m.cfg.V));
+        bt.mask.push_back(i % 5 == 4 ? 0.0f : 1.0f);
+        if (p0 >= 0) bt.pos.push_back(p0 + i);
+    }
+    auto rows = fd_check_params(m, bt, 1e-5, 1e-8, 1e-6);
+    REQUIRE(rows.size() == m.s.ptable.size());
+    for (auto& row : rows) {
+        CAPTURE(row.name);
+        CHECK(row.pass);
+    }
+}
+
 }  // namespace
 
 TEST_SUITE("iclca") {
@@ -375,21 +395,7 @@ TEST_CASE("kernel LM: whole-model fp64 gradient check including b_KV and b_D") {
     c.L = 2;
     KernelLM<double> m(c, Device::cpu, 3);
     randomize_model(m, 5, 0.3);
-    Rng r(4);
-    Batch bt;
-    bt.B = 2; bt.T = 7;
-    for (int i = 0; i < 14; i++) {
-        bt.tokens.push_back((int)r.below(c.V));
-        bt.targets.push_back((int)r.below(c.V));
-        bt.mask.push_back(i % 5 == 4 ? 0.0f : 1.0f);
-        bt.pos.push_back(2 + i);
-    }
-    auto rows = fd_check_params(m, bt, 1e-5, 1e-8, 1e-6);
-    REQUIRE(rows.size() == m.s.ptable.size());
-    for (auto& row : rows) {
-        CAPTURE(row.name);
-        CHECK(row.pass);
-    }
+    check_model_gradients(m, 2, 7, 2);
     CHECK(m.s.ptable.has("h.1.attn.bkv"));
 }
 
@@ -585,20 +591,7 @@ TEST_CASE("kernel LM --attention linear (Theorem 4.1's case as a model option): 
         CHECK(m.s.ptable.has("h.1.attn.bkv"));
         CHECK(!m.s.ptable.has("h.1.attn.bd"));
         randomize_model(m, 5, 0.3);
-        Rng r(4);
-        Batch bt;
-        bt.B = 2; bt.T = 6;
-        for (int i = 0; i < 12; i++) {
-            bt.tokens.push_back((int)r.below(c.V));
-            bt.targets.push_back((int)r.below(c.V));
-            bt.mask.push_back(i % 5 == 4 ? 0.0f : 1.0f);
-        }
-        auto rows = fd_check_params(m, bt, 1e-5, 1e-8, 1e-6);
-        REQUIRE(rows.size() == m.s.ptable.size());
-        for (auto& row : rows) {
-            CAPTURE(row.name);
-            CHECK(row.pass);
-        }
+        check_model_gradients(m, 2, 6, -1);
         CHECK(m.s.atable.has("h.0.atty"));
         CHECK(!m.s.atable.has("h.0.phiq"));  // none of the kernel attention's saved features
     }

@@ -16,10 +16,13 @@ namespace icl {
 static bool g_tf32 = false;
 void set_tf32(bool on) { g_tf32 = on; }
 bool tf32_enabled() { return g_tf32; }
-static bool g_fused_attention = [] {
+// ICL_FUSED_ATTENTION: 1 = on; unset, 0 or anything else = off here (check_device_environment refuses anything else)
+static bool fused_attention_env(const char** bad = nullptr) {
     const char* e = std::getenv("ICL_FUSED_ATTENTION");
+    if (bad) *bad = e && std::string(e) != "0" && std::string(e) != "1" ? e : nullptr;
     return e && std::string(e) == "1";
-}();
+}
+static bool g_fused_attention = fused_attention_env();
 void set_fused_attention(bool on) { g_fused_attention = on; }
 bool fused_attention_enabled() { return g_fused_attention; }
 static int g_kattn_form = -1;  // -1: not yet read from ICL_KATTN_FORM
@@ -37,9 +40,9 @@ KattnForm kernel_attention_form() {
 }
 void check_device_environment() {
     if (std::getenv("ICL_KATTN_FORM")) (void)kernel_attention_form();  // a bad value exits 2 here, not at the first GPU layer
-    const char* e = std::getenv("ICL_FUSED_ATTENTION");
-    if (e && std::string(e) != "0" && std::string(e) != "1")
-        fail(std::string("ICL_FUSED_ATTENTION='") + e + "': expected 0 or 1", 2);
+    const char* bad = nullptr;
+    fused_attention_env(&bad);
+    if (bad) fail(std::string("ICL_FUSED_ATTENTION='") + bad + "': expected 0 or 1", 2);
 }
 
 #ifdef ICL_CUDA

@@ -389,6 +389,11 @@ int cmd_e1(const Cli& cli) {
         if (it == all.end()) fail_usage("--sizes: unknown size '" + s + "' (205k, 2m, 20m, 200m, 2b)");
         sizes.push_back(*it);
     }
+    {  // the attention flag checked before anything is written (the sizes' shapes suit both kinds)
+        KernelLMConfig probe;
+        probe.attn = cli.get("--attention");
+        probe.validate();
+    }
     std::string dir = subcommand_run_dir(cli, "iclca", "e1");
     TextOut csv(dir + "/table.csv", csv_provenance_comment());
     csv.printf("size,params,L,C,NH,M,N,trials,relerr_fp32,relerr_fp32_ci95,relerr_fp64,relerr_fp64_ci95,relerr_noicl_fp32,relerr_noicl_fp32_ci95\n");

@@ -64,7 +64,6 @@ void add_kernel_lm_flags(Cli& cli, const KernelLMFlagDefaults& d) {
     cli.flag_shared("--heads", d.heads, "heads (C/heads must be even)");
     cli.flag("--bias", "1", "1: trainable b_KV, b_D (zero init); 0: none");
     cli.flag("--eps", "1e-6", "denominator epsilon");
-
 }
 
 KernelLMConfig kernel_lm_config_from_cli(const Cli& cli, int V) {
