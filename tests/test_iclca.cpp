@@ -267,6 +267,65 @@ TEST_CASE("kernel attention: the header's readable reference = the O(T²) defini
     }
 }
 
+// The chunked form's small products (layers/tile_mm.h): every wanted C element is the plain k-order sum, bit for
+// bit, whichever tile (wide, narrow, edge) computed it. Shapes mix all three tiles (N = 64, 48, 21), k runs short
+// and long (16: wide tiles off; 40, 64: on), M a multiple of the row block or not; fp32 and fp64.
+TEST_CASE("kernel attention's tiled products mm_nn: every triangular shape = the plain k-order sum, bit for bit (fp32, fp64)") {
+    auto check = [](auto zero) {
+        using real = decltype(zero);
+        using kattn_detail::Tri;
+        Rng r(5);
+        for (int M : {64, 21})
+            for (int N : {64, 48, 21})
+                for (int K : {16, 40, 64})
+                    for (Tri tri : {Tri::full, Tri::lower_cols, Tri::upper_cols, Tri::lower_k, Tri::upper_k})
+                        for (bool acc : {false, true}) {
+                            const bool square_k = tri == Tri::lower_k || tri == Tri::upper_k;
+                            const int KK = square_k ? M : K;  // *_k: A (M,M) triangular
+                            std::vector<real> A((size_t)M * KK), B((size_t)KK * N), C0((size_t)M * N);
+                            for (auto& x : A) x = (real)r.normal();
+                            for (auto& x : B) x = (real)r.normal();
+                            for (auto& x : C0) x = (real)r.normal();
+                            for (int i = 0; i < M; i++)
+                                for (int k = 0; k < KK; k++)
+                                    if ((tri == Tri::lower_k && k > i) || (tri == Tri::upper_k && k < i)) A[(size_t)i * KK + k] = 0;
+                            std::vector<real> C = C0;
+                            kattn_detail::mm_nn<real>(M, N, KK, A.data(), KK, B.data(), N, C.data(), N, acc, tri);
+                            int wrong = 0;
+                            for (int i = 0; i < M; i++)
+                                for (int j = 0; j < N; j++) {
+                                    if ((tri == Tri::lower_cols && j > i) || (tri == Tri::upper_cols && j < i)) continue;  // not wanted
+                                    real s = acc ? C0[(size_t)i * N + j] : real(0);
+                                    for (int k = 0; k < KK; k++) s += A[(size_t)i * KK + k] * B[(size_t)k * N + j];
+                                    wrong += C[(size_t)i * N + j] != s;
+                                }
+                            CAPTURE(M); CAPTURE(N); CAPTURE(K); CAPTURE((int)tri); CAPTURE(acc);
+                            CHECK(wrong == 0);
+                        }
+    };
+    check(0.0f);
+    check(0.0);
+}
+
+TEST_CASE("kernel attention backward's per-row step: the AVX-512 lanes = the plain loops, bit for bit (fp32, both sweeps)") {
+    Rng r(8);
+    for (int m : {16, 64})
+        for (bool reverse : {false, true}) {
+            std::vector<float> x(m), ft(m), zt(m), gt(m), tb(m), z0(m), dg0(m);
+            for (auto* v : {&x, &ft, &zt, &gt, &z0, &dg0})
+                for (auto& e : *v) e = (float)r.normal();
+            rope_table(tb.data(), 37.0, m);
+            const float dd = (float)r.normal();
+            std::vector<float> za = z0, zb = z0, da = dg0, db = dg0;
+            kattn_detail::bwd_row(reverse, da.data(), za.data(), x.data(), ft.data(), zt.data(), gt.data(), tb.data(), dd, m);
+            kattn_detail::bwd_row(reverse, db.data(), zb.data(), x.data(), ft.data(), zt.data(), gt.data(), tb.data(), dd, m, true);
+            CAPTURE(m); CAPTURE(reverse);
+            CHECK(za == zb);
+            CHECK(da == db);
+            CHECK(da != dg0);  // the row was written
+        }
+}
+
 TEST_CASE("kernel attention: register-tiled fast path (head sizes 8, 16, 32) = definition, fp64 <= 1e-13 and fp32 (8- and 16-lane φ/RoPE)") {
     for (int NH : {4, 2, 1}) {  // hs = 8 takes the 8-lane (AVX2) φ branch, 16 and 32 the 16-lane one where AVX-512 is compiled in
         const int T = 2 * KA_CHUNK + 11, C = 32;

@@ -39,7 +39,6 @@
 #define ICL_GEMM_AVX2 1
 #endif
 #if defined(ICL_GEMM_AVX2) && defined(__AVX512F__)
-#include <immintrin.h>
 #define ICL_GEMM_AVX512 1  // the widest path: chosen at compile time from the target flags (-march=native on AVX-512)
 #endif
 
@@ -163,32 +162,9 @@ void pack_B(bool transB, const float* B, int ldb, int k0, int j0, int kc, int nc
 #ifdef ICL_GEMM_AVX2
             if (nr == NR) {
                 // 8×8 register transposes: 8 k-values of 8 columns -> 8 rows of the panel (two halves of NR).
-                for (; k + 8 <= kc; k += 8) {
-                    for (int h = 0; h < NR / 8; h++) {
-                        const float* s = src + (size_t)(h * 8) * ldb + k;
-                        __m256 r0 = _mm256_loadu_ps(s + 0 * (size_t)ldb), r1 = _mm256_loadu_ps(s + 1 * (size_t)ldb);
-                        __m256 r2 = _mm256_loadu_ps(s + 2 * (size_t)ldb), r3 = _mm256_loadu_ps(s + 3 * (size_t)ldb);
-                        __m256 r4 = _mm256_loadu_ps(s + 4 * (size_t)ldb), r5 = _mm256_loadu_ps(s + 5 * (size_t)ldb);
-                        __m256 r6 = _mm256_loadu_ps(s + 6 * (size_t)ldb), r7 = _mm256_loadu_ps(s + 7 * (size_t)ldb);
-                        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-                        __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-                        __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-                        __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-                        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-                        __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-                        __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-                        __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-                        float* d = dst + (size_t)k * NR + h * 8;  // row k of the panel, columns h*8..h*8+7
-                        _mm256_store_ps(d + 0 * NR, _mm256_permute2f128_ps(u0, u4, 0x20));
-                        _mm256_store_ps(d + 1 * NR, _mm256_permute2f128_ps(u1, u5, 0x20));
-                        _mm256_store_ps(d + 2 * NR, _mm256_permute2f128_ps(u2, u6, 0x20));
-                        _mm256_store_ps(d + 3 * NR, _mm256_permute2f128_ps(u3, u7, 0x20));
-                        _mm256_store_ps(d + 4 * NR, _mm256_permute2f128_ps(u0, u4, 0x31));
-                        _mm256_store_ps(d + 5 * NR, _mm256_permute2f128_ps(u1, u5, 0x31));
-                        _mm256_store_ps(d + 6 * NR, _mm256_permute2f128_ps(u2, u6, 0x31));
-                        _mm256_store_ps(d + 7 * NR, _mm256_permute2f128_ps(u3, u7, 0x31));
-                    }
-                }
+                for (; k + 8 <= kc; k += 8)
+                    for (int h = 0; h < NR / 8; h++)  // rows k..k+7 of the panel, columns h*8..h*8+7
+                        transpose8x8(dst + (size_t)k * NR + h * 8, NR, src + (size_t)(h * 8) * ldb + k, ldb);
             }
 #endif
             for (; k < kc; k++)
