@@ -269,7 +269,9 @@ TEST_CASE("kernel attention: the header's readable reference = the O(T²) defini
 
 // The chunked form's small products (layers/tile_mm.h): every wanted C element is the plain k-order sum, bit for
 // bit, whichever tile (wide, narrow, edge) computed it. Shapes mix all three tiles (N = 64, 48, 21), k runs short
-// and long (16: wide tiles off; 40, 64: on), M a multiple of the row block or not; fp32 and fp64.
+// and long (16: wide tiles off; 40, 64: on), M a multiple of the row block or not; A, B and C at row strides wider
+// than their rows, all different (the callers read v inside qkv at 3C and write at C): the padding must stay as it
+// was. fp32 and fp64. On an AVX-512 build this reaches the wide tiles; on AVX2 every tile is narrow.
 TEST_CASE("kernel attention's tiled products mm_nn: every triangular shape = the plain k-order sum, bit for bit (fp32, fp64)") {
     auto check = [](auto zero) {
         using real = decltype(zero);
@@ -281,33 +283,65 @@ TEST_CASE("kernel attention's tiled products mm_nn: every triangular shape = the
                     for (Tri tri : {Tri::full, Tri::lower_cols, Tri::upper_cols, Tri::lower_k, Tri::upper_k})
                         for (bool acc : {false, true}) {
                             const bool square_k = tri == Tri::lower_k || tri == Tri::upper_k;
-                            const int KK = square_k ? M : K;  // *_k: A (M,M) triangular
-                            std::vector<real> A((size_t)M * KK), B((size_t)KK * N), C0((size_t)M * N);
+                            if (square_k && K != 16) continue;  // *_k: A (M,M) triangular, K is not used
+                            const int KK = square_k ? M : K;
+                            const int lda = KK + 3, ldb = N + 5, ldc = N + 7;
+                            std::vector<real> A((size_t)M * lda), B((size_t)KK * ldb), C0((size_t)M * ldc);
                             for (auto& x : A) x = (real)r.normal();
                             for (auto& x : B) x = (real)r.normal();
                             for (auto& x : C0) x = (real)r.normal();
                             for (int i = 0; i < M; i++)
                                 for (int k = 0; k < KK; k++)
-                                    if ((tri == Tri::lower_k && k > i) || (tri == Tri::upper_k && k < i)) A[(size_t)i * KK + k] = 0;
+                                    if ((tri == Tri::lower_k && k > i) || (tri == Tri::upper_k && k < i)) A[(size_t)i * lda + k] = 0;
                             std::vector<real> C = C0;
-                            kattn_detail::mm_nn<real>(M, N, KK, A.data(), KK, B.data(), N, C.data(), N, acc, tri);
-                            int wrong = 0;
-                            for (int i = 0; i < M; i++)
+                            kattn_detail::mm_nn<real>(M, N, KK, A.data(), lda, B.data(), ldb, C.data(), ldc, acc, tri);
+                            int wrong = 0, padding = 0;
+                            for (int i = 0; i < M; i++) {
                                 for (int j = 0; j < N; j++) {
                                     if ((tri == Tri::lower_cols && j > i) || (tri == Tri::upper_cols && j < i)) continue;  // not wanted
-                                    real s = acc ? C0[(size_t)i * N + j] : real(0);
-                                    for (int k = 0; k < KK; k++) s += A[(size_t)i * KK + k] * B[(size_t)k * N + j];
-                                    wrong += C[(size_t)i * N + j] != s;
+                                    real s = acc ? C0[(size_t)i * ldc + j] : real(0);
+                                    for (int k = 0; k < KK; k++) s += A[(size_t)i * lda + k] * B[(size_t)k * ldb + j];
+                                    wrong += C[(size_t)i * ldc + j] != s;
                                 }
+                                for (int j = N; j < ldc; j++) padding += C[(size_t)i * ldc + j] != C0[(size_t)i * ldc + j];
+                            }
                             CAPTURE(M); CAPTURE(N); CAPTURE(K); CAPTURE((int)tri); CAPTURE(acc);
                             CHECK(wrong == 0);
+                            CHECK(padding == 0);
                         }
     };
     check(0.0f);
     check(0.0);
 }
 
-TEST_CASE("kernel attention backward's per-row step: the AVX-512 lanes = the plain loops, bit for bit (fp32, both sweeps)") {
+// The chunk transposes: the 8×8 register blocks (float on AVX2/AVX-512) and the element loop give the same
+// matrix, at strides wider than the rows, whole and ragged blocks.
+TEST_CASE("kernel attention's chunk transpose: 8x8 register blocks = element copy (fp32), padding untouched") {
+    Rng r(6);
+    for (int rows : {64, 11, 24})
+        for (int cols : {64, 16, 13}) {
+            const int lds = cols + 5, ldd = rows + 3;
+            std::vector<float> src((size_t)rows * lds), dst((size_t)cols * ldd);
+            for (auto& x : src) x = (float)r.normal();
+            for (auto& x : dst) x = (float)r.normal();
+            const std::vector<float> before = dst;
+            kattn_detail::transpose(dst.data(), ldd, src.data(), lds, rows, cols);
+            int wrong = 0;
+            for (int k = 0; k < cols; k++)
+                for (int j = 0; j < ldd; j++)
+                    wrong += j < rows ? dst[(size_t)k * ldd + j] != src[(size_t)j * lds + k] : dst[(size_t)k * ldd + j] != before[(size_t)k * ldd + j];
+            CAPTURE(rows); CAPTURE(cols);
+            CHECK(wrong == 0);
+        }
+}
+
+#ifdef __AVX512F__
+constexpr bool kKattnAvx512 = true;
+#else
+constexpr bool kKattnAvx512 = false;  // an AVX2 (or plainer) build runs the plain loops only: nothing to compare
+#endif
+TEST_CASE("kernel attention backward's per-row step: the AVX-512 lanes = the plain loops, bit for bit (fp32, both sweeps)" *
+          doctest::skip(!kKattnAvx512)) {
     Rng r(8);
     for (int m : {16, 64})
         for (bool reverse : {false, true}) {

@@ -274,13 +274,19 @@ inline void chunk_denominators(real* dn, real* z, const real* A, const real* Cf,
 //   reverse sweep:  z ← z + a_t·dd;  dc = Rᵀ x + z;  dk_t += φ'(k_t) dc
 // The plain loops are the definition; on float with AVX-512 and m a multiple of 16 the same operations run 16
 // lanes at a time (Rᵀx as x·[c,c] + swap(x)·[s,−s]: the loops' x0·c − x1·(−s) and x0·(−s) + x1·c, bit for bit),
-// instead of the compiler's version of the loops inside the backward's large body, which spilled (B = 1,
-// T = 1024, 1 thread, Zen 5, medians of 9–15 alternating runs: backward 3.67 → 3.35 ms with heads of 64,
-// 0.69 → 0.63 ms with heads of 16).
+// instead of the compiler's version of the loops inside the backward's large body, which spilled (a throwaway
+// program timing kernel_attention_backward at B = 1, T = 1024, 1 thread, Zen 5, medians of 9–15 alternating runs:
+// 3.67 → 3.35 ms with heads of 64, 0.69 → 0.63 ms with heads of 16).
 template <typename real>
-inline void bwd_row(bool reverse, real* dgt, real* z, const real* x, const real* ft, const real* zt, const real* gt,
-                    const real* tb, real dd, int m, bool plain = false) {
-    // forward sweep: ft = a_t (φ' of q), zt = c_t (added to z), gt = q_t;  reverse: ft = c_t, zt = a_t, gt = k_t
+inline void bwd_row(bool reverse,
+                    real* dgt,        // (m)  dq_t (forward sweep) or dk_t (reverse), ACCUMULATED
+                    real* z,          // (m)  the running state z (forward sweep) or w (reverse), advanced in place
+                    const real* x,    // (m)  dâ_t (forward sweep) or dĉ_t (reverse): the row of X
+                    const real* ft,   // (m)  a_t (forward sweep) or c_t (reverse): φ's value, for φ'
+                    const real* zt,   // (m)  c_t (forward sweep, added to z) or a_t (reverse, added as a_t·dd)
+                    const real* gt,   // (m)  q_t (forward sweep) or k_t (reverse): φ's input, for φ'
+                    const real* tb,   // (m)  the row's RoPE table [cos | sin]
+                    real dd, int m, bool plain = false) {
     // (plain = true: the loops whatever the type — the tests compare the two)
 #ifdef __AVX512F__
     if constexpr (std::is_same_v<real, float>) {
@@ -527,8 +533,8 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
         const real* o = out + (size_t)b * T * C + h * hs;
         // out_t = num_t / den_t  =>  dnum_t = g_t / den_t,  dden_t = −(g_t·out_t) / den_t
         auto chunk_dnum = [&](int t0, int n) {
-            // g_t·out_t is a plain sum over c per row; 8 rows run side by side (8 independent chains: one row's chain
-            // of hs dependent adds was ~8% of the backward), each in its own order as before.
+            // g_t·out_t is a plain sum over c per row; 8 rows run side by side (8 independent chains; perf put ~8% of
+            // the backward on one row's chain of hs dependent adds), each in its own order as before.
             int i0 = 0;
             for (; i0 + 8 <= n; i0 += 8) {
                 real s[8] = {};

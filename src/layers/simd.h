@@ -1,4 +1,5 @@
-// simd.h — the project's one include of <immintrin.h>.
+// simd.h — the project's one include of <immintrin.h> (include it only where __AVX2__ is defined), and
+// transpose8x8, the 8×8 float transpose that the GEMM's packing and kernel attention's chunks share.
 // GCC 12 warns, falsely, that the AVX-512 intrinsics' own "undefined" pass-through operand is uninitialized
 // (-Wuninitialized / -Wmaybe-uninitialized, reported at lines of avx512fintrin.h once they are inlined into our
 // code). The warnings are switched off for the intrinsic headers only: the pragma state applies by location.

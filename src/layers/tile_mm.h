@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <type_traits>
 
+#ifdef __AVX2__
 #include "layers/simd.h"
+#endif
 
 namespace icl {
 
@@ -20,10 +22,11 @@ namespace kattn_detail {
 // dominated. Here an MM_RB×CB tile of C (CB = 16 floats / 8 doubles = 64 bytes: one AVX-512 or two AVX2 registers
 // per row) stays in registers while k runs; A is read in place (one broadcast per row and k), B rows in place
 // (ldb may be a stride, e.g. v inside qkv). With AVX-512 a tile is two such column blocks wide (MM_WIDE = 2)
-// wherever both are wanted: 16 accumulators instead of 8, and one broadcast of A feeds two FMAs instead of one
-// (wide tiles plus the intrinsics tiles below, B = 1, T = 1024, 4 heads of 64, 1 thread, Zen 5, medians of 15
-// alternating runs: forward 1.52 → 1.29 ms, backward 4.19 → 3.67 ms; heads of 16, whose k = 16 products stay
-// narrow: within noise). Every C element is a plain Σ_k in k order whatever the tile width — the definition's
+// wherever both are wanted: 16 accumulators instead of 8, and one broadcast of A feeds two multiply-adds instead of
+// one (wide tiles plus the intrinsics tiles below: with a throwaway program timing kernel_attention_forward/backward
+// at B = 1, T = 1024, 4 heads of 64, 1 thread, Zen 5, medians of 15 alternating runs, forward 1.52 → 1.29 ms,
+// backward 4.19 → 3.67 ms; heads of 16, whose k = 16 products stay narrow: within noise; `iclca bench` numbers in
+// docs/benchmarks.md). Every C element is a plain Σ_k in k order whatever the tile width — the definition's
 // numerics up to the order of the terms, and the same bits on every ISA.
 //
 // Triangular shapes (row block [i0, i0+MM_RB) of C; only what the chunked form needs is computed):
@@ -34,10 +37,10 @@ namespace kattn_detail {
 // Rows of a block share one k range and one set of column tiles, so a few entries on the wrong side of the
 // diagonal, inside the row block, are computed (for *_cols) or read (for *_k): zero_tri_block clears them.
 #ifdef __AVX512F__
-constexpr int MM_RB = 8;    // 8 rows × 2 registers = 16 accumulators: AVX-512 has 32 vector registers (and gives
-constexpr int MM_WIDE = 2;  // AVX2 code ymm16–31 through EVEX); plain AVX2 has 16, so 4 rows of one 64-byte block
-#else                       // there (8 ymm accumulators). Both divide KA_CHUNK: a full chunk never reaches the
-constexpr int MM_RB = 4;    // (slow) edge-tile path.
+constexpr int MM_RB = 8;    // 8 rows × 1 zmm (a narrow tile) or × 2 (a wide one: 16 accumulators): AVX-512 has 32
+constexpr int MM_WIDE = 2;  // vector registers; plain AVX2 has 16, so 4 rows of one 64-byte block there (8 ymm
+#else                       // accumulators). Both divide KA_CHUNK: a full chunk never reaches the (slow)
+constexpr int MM_RB = 4;    // edge-tile path.
 constexpr int MM_WIDE = 1;
 #endif
 enum class Tri { full, lower_cols, upper_cols, lower_k, upper_k };
@@ -65,8 +68,9 @@ inline void mm_tile(int i0, int j0, int kbeg, int kend, const real* A, int lda, 
 }
 #ifdef __AVX512F__
 // The same tiles for float, with AVX-512 intrinsics: the same operations (c + a·b as a multiply then an add, k in
-// order, so the same bits), but the MM_RB × NV accumulators pinned in registers — g++ kept part of the generic
-// loops' tile on the stack.
+// order, so the same bits — _mm512_mul_ps/_mm512_add_ps are plain vector * and +, which the build's
+// -ffp-contract=off keeps apart, as it does the loops'), but the MM_RB × NV accumulators pinned in registers — g++
+// kept part of the generic loops' tile on the stack.
 template <int NV>
 inline void mm_tile_f32_avx512(int i0, int j0, int kbeg, int kend, const float* A, int lda, const float* B, int ldb, float* C,
                                int ldc, bool accumulate) {
