@@ -277,6 +277,27 @@ inline void chunk_denominators(real* dn, real* z, const real* A, const real* Cf,
 // instead of the compiler's version of the loops inside the backward's large body, which spilled (a throwaway
 // program timing kernel_attention_backward at B = 1, T = 1024, 1 thread, Zen 5, medians of 9–15 alternating runs:
 // 3.67 → 3.35 ms with heads of 64, 0.69 → 0.63 ms with heads of 16).
+// The definition: the plain loops (also what double, AVX2 and head sizes not a multiple of 16 run).
+template <typename real>
+inline void bwd_row_reference(bool reverse,
+                              real* dgt,        // (m)  dq_t (forward sweep) or dk_t (reverse), ACCUMULATED
+                              real* z,          // (m)  the running state z (forward sweep) or w (reverse), advanced in place
+                              const real* x,    // (m)  dâ_t (forward sweep) or dĉ_t (reverse): the row of X
+                              const real* ft,   // (m)  a_t (forward sweep) or c_t (reverse): φ's value, for φ'
+                              const real* zt,   // (m)  c_t (forward sweep, added to z) or a_t (reverse, added as a_t·dd)
+                              const real* gt,   // (m)  q_t (forward sweep) or k_t (reverse): φ's input, for φ'
+                              const real* tb,   // (m)  the row's RoPE table [cos | sin]
+                              real dd, int m) {
+    real d[512];
+    ICL_ASSERT(m <= 512);
+    rope_apply(d, x, tb, m, -1);  // Rᵀ x
+    for (int c = 0; c < m; c++) {
+        if (!reverse) { z[c] += zt[c]; d[c] += z[c] * dd; }
+        else { z[c] += zt[c] * dd; d[c] = d[c] + z[c]; }
+    }
+    for (int c = 0; c < m; c++) dgt[c] += kattn_dphi(gt[c], ft[c]) * d[c];
+}
+// The same, 16 lanes at a time on float with AVX-512 (the tests compare it with bwd_row_reference bit for bit).
 template <typename real>
 inline void bwd_row(bool reverse,
                     real* dgt,        // (m)  dq_t (forward sweep) or dk_t (reverse), ACCUMULATED
@@ -286,11 +307,10 @@ inline void bwd_row(bool reverse,
                     const real* zt,   // (m)  c_t (forward sweep, added to z) or a_t (reverse, added as a_t·dd)
                     const real* gt,   // (m)  q_t (forward sweep) or k_t (reverse): φ's input, for φ'
                     const real* tb,   // (m)  the row's RoPE table [cos | sin]
-                    real dd, int m, bool plain = false) {
-    // (plain = true: the loops whatever the type — the tests compare the two)
+                    real dd, int m) {
 #ifdef __AVX512F__
     if constexpr (std::is_same_v<real, float>) {
-        if (m % 16 == 0 && !plain) {
+        if (m % 16 == 0) {
             const int h = m / 2;
             const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
             const __m512 sgn = _mm512_set_ps(-1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1);  // [s, −s] pairs
@@ -317,14 +337,7 @@ inline void bwd_row(bool reverse,
         }
     }
 #endif
-    real d[512];
-    ICL_ASSERT(m <= 512);
-    rope_apply(d, x, tb, m, -1);  // Rᵀ x
-    for (int c = 0; c < m; c++) {
-        if (!reverse) { z[c] += zt[c]; d[c] += z[c] * dd; }
-        else { z[c] += zt[c] * dd; d[c] = d[c] + z[c]; }
-    }
-    for (int c = 0; c < m; c++) dgt[c] += kattn_dphi(gt[c], ft[c]) * d[c];
+    bwd_row_reference(reverse, dgt, z, x, ft, zt, gt, tb, dd, m);
 }
 }  // namespace kattn_detail
 
@@ -535,19 +548,12 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
         auto chunk_dnum = [&](int t0, int n) {
             // g_t·out_t is a plain sum over c per row; 8 rows run side by side (8 independent chains; perf put ~8% of
             // the backward on one row's chain of hs dependent adds), each in its own order as before.
-            int i0 = 0;
-            for (; i0 + 8 <= n; i0 += 8) {
+            for (int i0 = 0; i0 < n; i0 += 8) {
+                const int nr = std::min(8, n - i0);
                 real s[8] = {};
                 for (int c = 0; c < hs; c++)
-                    for (int r = 0; r < 8; r++) s[r] += g[(size_t)(t0 + i0 + r) * C + c] * o[(size_t)(t0 + i0 + r) * C + c];
-                for (int r = 0; r < 8; r++) dd[i0 + r] = -s[r] * (real(1) / dn[t0 + i0 + r]);
-            }
-            for (int i = i0; i < n; i++) {
-                const real* gi = g + (size_t)(t0 + i) * C;
-                const real* oi = o + (size_t)(t0 + i) * C;
-                real s = 0;
-                for (int c = 0; c < hs; c++) s += gi[c] * oi[c];
-                dd[i] = -s * (real(1) / dn[t0 + i]);
+                    for (int r = 0; r < nr; r++) s[r] += g[(size_t)(t0 + i0 + r) * C + c] * o[(size_t)(t0 + i0 + r) * C + c];
+                for (int r = 0; r < nr; r++) dd[i0 + r] = -s[r] * (real(1) / dn[t0 + i0 + r]);
             }
             for (int i = 0; i < n; i++) {
                 const real* gi = g + (size_t)(t0 + i) * C;

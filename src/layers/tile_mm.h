@@ -44,31 +44,9 @@ constexpr int MM_RB = 4;    // edge-tile path.
 constexpr int MM_WIDE = 1;
 #endif
 enum class Tri { full, lower_cols, upper_cols, lower_k, upper_k };
-// One full MM_RB×W tile of C (W = CB or MM_WIDE·CB columns) over k in [kbeg, kend): fixed trip counts, so the
-// compiler keeps c in registers.
-template <int W, typename real>
-inline void mm_tile(int i0, int j0, int kbeg, int kend, const real* A, int lda, const real* B, int ldb, real* C, int ldc,
-                    bool accumulate) {
-    constexpr int RB = MM_RB;
-    real c[RB][W];
-    for (int r = 0; r < RB; r++)
-#pragma omp simd
-        for (int j = 0; j < W; j++) c[r][j] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + j] : real(0);
-    for (int k = kbeg; k < kend; k++) {
-        const real* b = B + (size_t)k * ldb + j0;
-        for (int r = 0; r < RB; r++) {
-            const real a = A[(size_t)(i0 + r) * lda + k];
-#pragma omp simd
-            for (int j = 0; j < W; j++) c[r][j] += a * b[j];
-        }
-    }
-    for (int r = 0; r < RB; r++)
-#pragma omp simd
-        for (int j = 0; j < W; j++) C[(size_t)(i0 + r) * ldc + j0 + j] = c[r][j];
-}
 #ifdef __AVX512F__
-// The same tiles for float, with AVX-512 intrinsics: the same operations (c + a·b as a multiply then an add, k in
-// order, so the same bits — _mm512_mul_ps/_mm512_add_ps are plain vector * and +, which the build's
+// mm_tile's tiles (below) for float, with AVX-512 intrinsics: the same operations (c + a·b as a multiply then an
+// add, k in order, so the same bits — _mm512_mul_ps/_mm512_add_ps are plain vector * and +, which the build's
 // -ffp-contract=off keeps apart, as it does the loops'), but the MM_RB × NV accumulators pinned in registers — g++
 // kept part of the generic loops' tile on the stack.
 template <int NV>
@@ -98,17 +76,35 @@ inline void mm_tile_f32_avx512(int i0, int j0, int kbeg, int kend, const float* 
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) _mm512_storeu_ps(C + (size_t)(i0 + r) * ldc + j0 + 16 * v, c[r][v]);
 }
-template <>
-inline void mm_tile<16, float>(int i0, int j0, int kbeg, int kend, const float* A, int lda, const float* B, int ldb, float* C,
-                               int ldc, bool accumulate) {
-    mm_tile_f32_avx512<1>(i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
-}
-template <>
-inline void mm_tile<32, float>(int i0, int j0, int kbeg, int kend, const float* A, int lda, const float* B, int ldb, float* C,
-                               int ldc, bool accumulate) {
-    mm_tile_f32_avx512<2>(i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
-}
 #endif
+// One full MM_RB×W tile of C (W = CB or MM_WIDE·CB columns) over k in [kbeg, kend): fixed trip counts, so the
+// compiler keeps c in registers.
+template <int W, typename real>
+inline void mm_tile(int i0, int j0, int kbeg, int kend, const real* A, int lda, const real* B, int ldb, real* C, int ldc,
+                    bool accumulate) {
+#ifdef __AVX512F__
+    if constexpr (std::is_same_v<real, float> && W % 16 == 0) {  // the intrinsics tile above, same bits
+        mm_tile_f32_avx512<W / 16>(i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
+        return;
+    }
+#endif
+    constexpr int RB = MM_RB;
+    real c[RB][W];
+    for (int r = 0; r < RB; r++)
+#pragma omp simd
+        for (int j = 0; j < W; j++) c[r][j] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + j] : real(0);
+    for (int k = kbeg; k < kend; k++) {
+        const real* b = B + (size_t)k * ldb + j0;
+        for (int r = 0; r < RB; r++) {
+            const real a = A[(size_t)(i0 + r) * lda + k];
+#pragma omp simd
+            for (int j = 0; j < W; j++) c[r][j] += a * b[j];
+        }
+    }
+    for (int r = 0; r < RB; r++)
+#pragma omp simd
+        for (int j = 0; j < W; j++) C[(size_t)(i0 + r) * ldc + j0 + j] = c[r][j];
+}
 template <typename real>
 inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, int ldb, real* C, int ldc, bool accumulate,
                   Tri tri = Tri::full) {
