@@ -1,5 +1,6 @@
 // simd.h — the project's one include of <immintrin.h> (include it only where __AVX2__ is defined), and
-// transpose8x8, the 8×8 float transpose that the GEMM's packing and kernel attention's chunks share.
+// transpose8x8, the 8×8 float transpose that the GEMM's packing and kernel attention's chunks share, and the
+// 4- and 2-row versions the GEMM's A packing also uses.
 // GCC 12 warns, falsely, that the AVX-512 intrinsics' own "undefined" pass-through operand is uninitialized
 // (-Wuninitialized / -Wmaybe-uninitialized, reported at lines of avx512fintrin.h once they are inlined into our
 // code). The warnings are switched off for the intrinsic headers only: the pragma state applies by location.
@@ -36,6 +37,41 @@ inline void transpose8x8(float* dst, size_t ldd, const float* src, size_t lds) {
     _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
     _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
     _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+// dst (8,4) = src (4,8)ᵀ: four rows of 8 floats -> eight rows of 4 (the same unpack/shuffle steps, 128-bit stores).
+// dst (8,2) = src (2,8)ᵀ: two rows of 8 floats -> eight rows of 2 (64-bit stores).
+// With transpose8x8 they pack the GEMM's A panels: 12 rows as 8 + 4 (AVX-512), 6 rows as 4 + 2 (AVX2).
+inline void transpose4x8(float* dst, size_t ldd, const float* src, size_t lds) {
+    const __m256 r0 = _mm256_loadu_ps(src + 0 * lds), r1 = _mm256_loadu_ps(src + 1 * lds);
+    const __m256 r2 = _mm256_loadu_ps(src + 2 * lds), r3 = _mm256_loadu_ps(src + 3 * lds);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);  // columns 0,4 | 1,5
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);  // columns 2,6 | 3,7
+    _mm_storeu_ps(dst + 0 * ldd, _mm256_castps256_ps128(u0));
+    _mm_storeu_ps(dst + 1 * ldd, _mm256_castps256_ps128(u1));
+    _mm_storeu_ps(dst + 2 * ldd, _mm256_castps256_ps128(u2));
+    _mm_storeu_ps(dst + 3 * ldd, _mm256_castps256_ps128(u3));
+    _mm_storeu_ps(dst + 4 * ldd, _mm256_extractf128_ps(u0, 1));
+    _mm_storeu_ps(dst + 5 * ldd, _mm256_extractf128_ps(u1, 1));
+    _mm_storeu_ps(dst + 6 * ldd, _mm256_extractf128_ps(u2, 1));
+    _mm_storeu_ps(dst + 7 * ldd, _mm256_extractf128_ps(u3, 1));
+}
+
+inline void transpose2x8(float* dst, size_t ldd, const float* src, size_t lds) {
+    const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds);
+    const __m256 lo = _mm256_unpacklo_ps(r0, r1), hi = _mm256_unpackhi_ps(r0, r1);  // column pairs 0,1 4,5 | 2,3 6,7
+    const __m128 c01 = _mm256_castps256_ps128(lo), c45 = _mm256_extractf128_ps(lo, 1);
+    const __m128 c23 = _mm256_castps256_ps128(hi), c67 = _mm256_extractf128_ps(hi, 1);
+    _mm_storel_pi(reinterpret_cast<__m64*>(dst + 0 * ldd), c01);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(dst + 1 * ldd), c01);
+    _mm_storel_pi(reinterpret_cast<__m64*>(dst + 2 * ldd), c23);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(dst + 3 * ldd), c23);
+    _mm_storel_pi(reinterpret_cast<__m64*>(dst + 4 * ldd), c45);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(dst + 5 * ldd), c45);
+    _mm_storel_pi(reinterpret_cast<__m64*>(dst + 6 * ldd), c67);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(dst + 7 * ldd), c67);
 }
 }  // namespace icl
 #endif
