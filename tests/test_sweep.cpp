@@ -123,6 +123,11 @@ TEST_CASE("sweep: presets, --dry-run, and every refusal is one line") {
     REQUIRE(r.code == 0);  // after "--": --steps replaces the preset's 1200 in place, --eval-seqs is added
     CHECK(r.out.find("--preset text-mini --seeds 1 --compare aux-reg --threads 1 --steps 7 --eval-seqs 8 --two-texts=0 --seed 1") != std::string::npos);
     CHECK(r.out.find("1200") == std::string::npos);
+    // "--flag=value" after "--" replaces the preset's value the same way (not appended beside it)
+    r = icl_test::run("sweep --preset cgt-two-texts --dry-run --seeds 1 --out " + (d / "dr2") + " -- --steps=7 --eval-seqs=8");
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("--preset text-mini --seeds 1 --compare aux-reg --threads 1 --steps 7 --eval-seqs 8 --two-texts=0 --seed 1") != std::string::npos);
+    CHECK(r.out.find("1200") == std::string::npos);
     {  // cgt-two-texts reads a categorized corpus: a small one of two categories, given after "--" (overrides text-mini's)
         std::filesystem::create_directories(d / "corpus");
         for (char ch : {'a', 'b'}) {
@@ -147,6 +152,8 @@ TEST_CASE("sweep: presets, --dry-run, and every refusal is one line") {
                           Case{"sweep --grid '--lr=1e-3'" + m + " -- train_gpt --lr 1", 2, "--lr: it is on the grid"},
                           Case{"sweep --preset nope", 2, "--preset: unknown preset 'nope'"},
                           Case{"sweep --preset cgt-ell -- train_gpt", 2, "--preset: it brings its own command; after '--' give only flags"},
+                          Case{"sweep --preset cgt-ell -- --seeds 3", 2, "--seeds: give it to sweep itself, before '--'"},
+                          Case{"sweep --preset cgt-ell -- --steps 5 --seeds=3", 2, "--seeds: give it to sweep itself, before '--'"},
                           Case{"sweep --paper --grid '--lr=1'" + m + " -- train_gpt", 2, "--paper: only with --preset"},
                           Case{"sweep --preset cgt-two-texts --paper --out " + (d / "x"), 2, "--paper: cgt-two-texts has no paper-sized version"},
                           Case{"sweep --grid '--lr=1e-3'" + m + " -- no_such_binary", 1, "no_such_binary is not an executable"},

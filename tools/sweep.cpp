@@ -295,7 +295,15 @@ int run(int argc, char** argv) {
         // anything after "--" goes into its command (flags only: --steps 100 for a shorter run)
         if (!cmd.empty() && cmd[0].rfind("--", 0) != 0)
             fail_usage("--preset: it brings its own command; after '--' give only flags to add to it (got " + quote_text(cmd[0]) + ")");
-        std::vector<std::string> extra = cmd;
+        std::vector<std::string> extra;  // "--flag=value" split in two, so that it replaces the preset's "--flag v" too
+        for (const std::string& a : cmd) {
+            const size_t eq = a.find('=');
+            if (a.rfind("--", 0) == 0 && eq != std::string::npos) extra.insert(extra.end(), {a.substr(0, eq), a.substr(eq + 1)});
+            else extra.push_back(a);
+        }
+        for (const std::string& a : extra)
+            if (a == "--seeds")
+                fail_usage("--seeds: give it to sweep itself, before '--' (each run of a preset trains one seed; the sweep runs the seeds)");
         if (cli.get_bool("--paper") && n->paper.empty())
             fail_usage("--paper: " + n->name + " has no paper-sized version (its data is not the paper's: see --list)");
         cmd = cli.get_bool("--paper") ? n->paper : n->cpu;

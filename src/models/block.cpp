@@ -24,7 +24,7 @@ void block_parameters(TensorTable& t, const std::string& p, const BlockShape& k,
     W("attn.qkv.w", {3 * C, C}, s, "query/key/value projection (3C,C)");
     Z("attn.qkv.b", {3 * C}, "query/key/value bias");
     if (kernel_bias) {
-        Z("attn.bkv", {NH, hs, hs}, "ICLCA key-value bias b_KV (NH,m,hs): initial numerator state, rotated frame of position 0");
+        Z("attn.bkv", {NH, hs, hs}, "ICLCA key-value bias b_KV (NH,m,hs): initial numerator state (kernel attention: in the rotated frame of position 0)");
         if (k.attn != AttnKind::linear)  // linear attention has no denominator (D = 1)
             Z("attn.bd", {NH, hs}, "ICLCA denominator bias b_D (NH,m): initial denominator state, unrotated");
     }

@@ -61,7 +61,7 @@ int64_t KernelLMConfig::num_params() const { return kernel_lm_parameters(*this).
 void add_kernel_lm_flags(Cli& cli, const KernelLMFlagDefaults& d) {
     cli.flag_shared("--layers", d.layers, "blocks L");
     cli.flag_shared("--width", d.width, "width C");
-    cli.flag_shared("--heads", d.heads, "heads (C/heads must be even)");
+    cli.flag_shared("--heads", d.heads, "heads (kernel attention: C/heads must be even, RoPE rotates pairs)");
     cli.flag("--bias", "1", "1: trainable b_KV, b_D (zero init); 0: none");
     cli.flag("--eps", "1e-6", "denominator epsilon");
 }
