@@ -123,10 +123,12 @@ TEST_CASE("sweep: presets, --dry-run, and every refusal is one line") {
     REQUIRE(r.code == 0);  // after "--": --steps replaces the preset's 1200 in place, --eval-seqs is added
     CHECK(r.out.find("--preset text-mini --seeds 1 --compare aux-reg --threads 1 --steps 7 --eval-seqs 8 --two-texts=0 --seed 1") != std::string::npos);
     CHECK(r.out.find("1200") == std::string::npos);
-    // "--flag=value" after "--" replaces the preset's value the same way (not appended beside it)
-    r = icl_test::run("sweep --preset cgt-two-texts --dry-run --seeds 1 --out " + (d / "dr2") + " -- --steps=7 --eval-seqs=8");
+    // "--flag=value" after "--" replaces the preset's "--flag v" the same way (not appended beside it); a flag the
+    // preset does not have stays one token (switches such as --vae take only the '=' form)
+    r = icl_test::run("sweep --preset cgt-two-texts --dry-run --seeds 1 --out " + (d / "dr2") + " -- --steps=7 --eval-seqs=8 --vae=1");
     REQUIRE(r.code == 0);
-    CHECK(r.out.find("--preset text-mini --seeds 1 --compare aux-reg --threads 1 --steps 7 --eval-seqs 8 --two-texts=0 --seed 1") != std::string::npos);
+    CHECK(r.out.find("--preset text-mini --seeds 1 --compare aux-reg --threads 1 --steps 7 --eval-seqs=8 --vae=1 --two-texts=0 --seed 1") !=
+          std::string::npos);
     CHECK(r.out.find("1200") == std::string::npos);
     {  // cgt-two-texts reads a categorized corpus: a small one of two categories, given after "--" (overrides text-mini's)
         std::filesystem::create_directories(d / "corpus");

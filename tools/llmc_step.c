@@ -35,6 +35,14 @@ static float normal(float std) {
     return (float)(std * sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
 }
 
+// the temporary checkpoint, removed however the program ends (llm.c's loader exit()s on a bad file)
+static char ckpt_path[] = "/tmp/llmc_step_XXXXXX";
+static int ckpt_written = 0;
+static void remove_checkpoint(void) {
+    if (ckpt_written) remove(ckpt_path);
+    ckpt_written = 0;
+}
+
 static int parse_int(const char* flag, const char* s, int lo, int hi) {
     char* end = NULL;
     long v = strtol(s, &end, 10);
@@ -47,6 +55,10 @@ static int parse_int(const char* flag, const char* s, int lo, int hi) {
 
 int main(int argc, char** argv) {
     int L = 6, C = 384, NH = 6, V = 256, T = 256, B = 8, reps = 5;
+    const struct { const char* name; int* dst; int lo, hi; } flags[] = {
+        {"--layers", &L, 1, 64},  {"--width", &C, 1, 8192}, {"--heads", &NH, 1, 256}, {"--vocab", &V, 2, 1 << 20},
+        {"--seq", &T, 1, 8192},   {"--batch", &B, 1, 1024}, {"--reps", &reps, 1, 1000}};
+    const int nflags = (int)(sizeof flags / sizeof flags[0]);
     for (int i = 1; i < argc; i++) {
         const char* f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
@@ -54,16 +66,11 @@ int main(int argc, char** argv) {
                    "Times llm.c's CPU train step (built against an llm.c checkout by tools/bench_vs_llmc.sh).\n");
             return 0;
         }
+        int k = 0;
+        while (k < nflags && strcmp(f, flags[k].name)) k++;
+        if (k == nflags) { fprintf(stderr, "llmc_step: unknown flag %s (see --help)\n", f); return 2; }
         if (i + 1 >= argc) { fprintf(stderr, "llmc_step: %s needs a value (see --help)\n", f); return 2; }
-        const char* v = argv[++i];
-        if (!strcmp(f, "--layers")) L = parse_int(f, v, 1, 64);
-        else if (!strcmp(f, "--width")) C = parse_int(f, v, 1, 8192);
-        else if (!strcmp(f, "--heads")) NH = parse_int(f, v, 1, 256);
-        else if (!strcmp(f, "--vocab")) V = parse_int(f, v, 2, 1 << 20);
-        else if (!strcmp(f, "--seq")) T = parse_int(f, v, 1, 8192);
-        else if (!strcmp(f, "--batch")) B = parse_int(f, v, 1, 1024);
-        else if (!strcmp(f, "--reps")) reps = parse_int(f, v, 1, 1000);
-        else { fprintf(stderr, "llmc_step: unknown flag %s (see --help)\n", f); return 2; }
+        *flags[k].dst = parse_int(f, argv[++i], flags[k].lo, flags[k].hi);
     }
     if (C % NH != 0) { fprintf(stderr, "llmc_step: --heads %d must divide --width %d\n", NH, C); return 2; }
     const int Vp = (V + 127) / 128 * 128;  // llm.c pads the vocabulary to a multiple of 128
@@ -72,10 +79,12 @@ int main(int argc, char** argv) {
     GPT2Config cfg = {T, V, Vp, L, NH, C};
     size_t sizes[NUM_PARAMETER_TENSORS];
     fill_in_parameter_sizes(sizes, cfg);
-    char path[] = "/tmp/llmc_step_XXXXXX";
-    int fd = mkstemp(path);
+    int fd = mkstemp(ckpt_path);
     if (fd < 0) { perror("llmc_step: mkstemp"); return 1; }
+    ckpt_written = 1;
+    atexit(remove_checkpoint);  // also when llm.c's loader exit()s
     FILE* f = fdopen(fd, "wb");
+    if (!f) { perror("llmc_step: fdopen"); return 1; }
     int header[256] = {0};
     header[0] = 20240326; header[1] = 3; header[2] = T; header[3] = V; header[4] = L; header[5] = NH;
     header[6] = C; header[7] = Vp;
@@ -89,12 +98,12 @@ int main(int argc, char** argv) {
             ok = fwrite(&w, sizeof w, 1, f) == 1;
         }
     }
-    if (fclose(f) != 0 || !ok) { fprintf(stderr, "llmc_step: cannot write %s\n", path); remove(path); return 1; }
+    if (fclose(f) != 0 || !ok) { fprintf(stderr, "llmc_step: cannot write %s\n", ckpt_path); return 1; }
 
     // 2. llm.c's own loader, then its training step, timed as in its main()
     GPT2 model;
-    gpt2_build_from_checkpoint(&model, path);
-    remove(path);
+    gpt2_build_from_checkpoint(&model, ckpt_path);
+    remove_checkpoint();
     int* tokens = (int*)mallocCheck((size_t)B * T * sizeof(int));
     int* targets = (int*)mallocCheck((size_t)B * T * sizeof(int));
     for (int i = 0; i < B * T; i++) { tokens[i] = (int)(next_u64() % V); targets[i] = (int)(next_u64() % V); }

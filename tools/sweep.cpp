@@ -295,18 +295,25 @@ int run(int argc, char** argv) {
         // anything after "--" goes into its command (flags only: --steps 100 for a shorter run)
         if (!cmd.empty() && cmd[0].rfind("--", 0) != 0)
             fail_usage("--preset: it brings its own command; after '--' give only flags to add to it (got " + quote_text(cmd[0]) + ")");
-        std::vector<std::string> extra;  // "--flag=value" split in two, so that it replaces the preset's "--flag v" too
-        for (const std::string& a : cmd) {
-            const size_t eq = a.find('=');
-            if (a.rfind("--", 0) == 0 && eq != std::string::npos) extra.insert(extra.end(), {a.substr(0, eq), a.substr(eq + 1)});
-            else extra.push_back(a);
-        }
-        for (const std::string& a : extra)
-            if (a == "--seeds")
-                fail_usage("--seeds: give it to sweep itself, before '--' (each run of a preset trains one seed; the sweep runs the seeds)");
         if (cli.get_bool("--paper") && n->paper.empty())
             fail_usage("--paper: " + n->name + " has no paper-sized version (its data is not the paper's: see --list)");
+        const std::vector<std::string> given = cmd;
         cmd = cli.get_bool("--paper") ? n->paper : n->cpu;
+        auto preset_has_value = [&](const std::string& flag) {  // the preset's command has "FLAG VALUE"
+            auto at = std::find(cmd.begin(), cmd.end(), flag);
+            return at != cmd.end() && at + 1 != cmd.end() && (at + 1)->rfind("--", 0) != 0;
+        };
+        // "--flag=value" for a flag the preset gives as "--flag v" is split in two, to replace v below; any other
+        // "--flag=value" stays one token (switches such as --vae take only that form)
+        std::vector<std::string> extra;
+        for (const std::string& a : given) {
+            const size_t eq = a.find('=');
+            const std::string name = a.rfind("--", 0) == 0 && eq != std::string::npos ? a.substr(0, eq) : a;
+            if (name == "--seeds")
+                fail_usage("--seeds: give it to sweep itself, before '--' (each run of a preset trains one seed; the sweep runs the seeds)");
+            if (name != a && preset_has_value(name)) extra.insert(extra.end(), {name, a.substr(eq + 1)});
+            else extra.push_back(a);
+        }
         // a flag the preset's command already has (e.g. --steps) takes the new value in place; others are appended
         for (size_t i = 0; i < extra.size(); i++) {
             const bool has_value = i + 1 < extra.size() && extra[i + 1].rfind("--", 0) != 0;
