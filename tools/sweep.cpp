@@ -317,9 +317,8 @@ int run(int argc, char** argv) {
         // a flag the preset's command already has (e.g. --steps) takes the new value in place; others are appended
         for (size_t i = 0; i < extra.size(); i++) {
             const bool has_value = i + 1 < extra.size() && extra[i + 1].rfind("--", 0) != 0;
-            auto at = std::find(cmd.begin(), cmd.end(), extra[i]);
-            if (has_value && at != cmd.end() && at + 1 != cmd.end() && (at + 1)->rfind("--", 0) != 0) {
-                *(at + 1) = extra[i + 1];
+            if (has_value && preset_has_value(extra[i])) {
+                *(std::find(cmd.begin(), cmd.end(), extra[i]) + 1) = extra[i + 1];
             } else {
                 cmd.push_back(extra[i]);
                 if (has_value) cmd.push_back(extra[i + 1]);

@@ -118,10 +118,10 @@ void pack_A(bool transA, const float* A, int lda, int i0, int k0, int mc, int kc
 #ifdef ICL_GEMM_AVX2
                 // 8 k-values at a time through register transposes (simd.h): the MR rows are consecutive at
                 // stride lda, 12 = 8 + 4 rows (AVX-512), 6 = 4 + 2 (AVX2). The same copy as the loop below.
+                static_assert(MR == 12 || MR == 6, "A panels are packed as 8 + 4 or 4 + 2 rows");
                 const float* src = rows[0];
                 for (; k + 8 <= kc; k += 8) {
                     float* d = dst + (size_t)k * MR;
-                    static_assert(MR == 12 || MR == 6, "A panels are packed as 8 + 4 or 4 + 2 rows");
                     if constexpr (MR == 12) {
                         transpose8x8(d, MR, src + k, lda);
                         transpose4x8(d + 8, MR, src + (size_t)8 * lda + k, lda);
@@ -417,15 +417,20 @@ void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const 
 #endif
 
     // Thread grid tm×tn (tm·tn = nt): pick the split whose largest per-thread rectangle (rounded up to whole
-    // micro-tiles) is smallest; on ties prefer splitting rows (each thread then packs B once for M/tm rows).
+    // micro-tiles) is smallest; on ties the one whose threads pack less (each thread packs its rows of op(A) and its
+    // columns of op(B), K deep: splitting the larger of M and N, e.g. a weight gradient's N = C over M = OC < C),
+    // and then rows. The split never changes the bits (see the top of the file), only the time.
     const int row_units = ceil_div(M, MR), col_units = ceil_div(N, NR);
     int tm = nt, tn = 1;
-    double best = -1;
+    double best = -1, best_packed = 0;
     for (int cand = nt; cand >= 1; cand--) {
         if (nt % cand) continue;
         int ctn = nt / cand;
-        double area = (double)ceil_div(row_units, cand) * MR * ((double)ceil_div(col_units, ctn) * NR);
-        if (best < 0 || area < best * 0.999) { best = area; tm = cand; tn = ctn; }
+        const double rows = (double)ceil_div(row_units, cand) * MR, cols = (double)ceil_div(col_units, ctn) * NR;
+        const double area = rows * cols, packed = rows + cols;
+        if (best < 0 || area < best * 0.999 || (area < best * 1.001 && packed < best_packed)) {
+            best = area; best_packed = packed; tm = cand; tn = ctn;
+        }
     }
 
     auto run = [&](int t) {

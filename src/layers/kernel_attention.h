@@ -297,17 +297,11 @@ inline void bwd_row_reference(bool reverse,
     }
     for (int c = 0; c < m; c++) dgt[c] += kattn_dphi(gt[c], ft[c]) * d[c];
 }
-// The same, 16 lanes at a time on float with AVX-512 (the tests compare it with bwd_row_reference bit for bit).
+// The same, 16 lanes at a time on float with AVX-512 (the tests compare it with bwd_row_reference bit for bit);
+// the arguments are bwd_row_reference's.
 template <typename real>
-inline void bwd_row(bool reverse,
-                    real* dgt,        // (m)  dq_t (forward sweep) or dk_t (reverse), ACCUMULATED
-                    real* z,          // (m)  the running state z (forward sweep) or w (reverse), advanced in place
-                    const real* x,    // (m)  dâ_t (forward sweep) or dĉ_t (reverse): the row of X
-                    const real* ft,   // (m)  a_t (forward sweep) or c_t (reverse): φ's value, for φ'
-                    const real* zt,   // (m)  c_t (forward sweep, added to z) or a_t (reverse, added as a_t·dd)
-                    const real* gt,   // (m)  q_t (forward sweep) or k_t (reverse): φ's input, for φ'
-                    const real* tb,   // (m)  the row's RoPE table [cos | sin]
-                    real dd, int m) {
+inline void bwd_row(bool reverse, real* dgt, real* z, const real* x, const real* ft, const real* zt, const real* gt,
+                    const real* tb, real dd, int m) {
 #ifdef __AVX512F__
     if constexpr (std::is_same_v<real, float>) {
         if (m % 16 == 0) {

@@ -396,7 +396,7 @@ int cmd_e1(const Cli& cli) {
     }
     std::string dir = subcommand_run_dir(cli, "iclca", "e1");
     TextOut csv(dir + "/table.csv", csv_provenance_comment());
-    csv.printf("size,params,L,C,NH,M,N,trials,relerr_fp32,relerr_fp32_ci95,relerr_fp64,relerr_fp64_ci95,relerr_noicl_fp32,relerr_noicl_fp32_ci95\n");
+    csv.printf("size,params,L,C,NH,attention,M,N,trials,relerr_fp32,relerr_fp32_ci95,relerr_fp64,relerr_fp64_ci95,relerr_noicl_fp32,relerr_noicl_fp32_ci95\n");
     const std::string mr = cli.get("--M"), nr = cli.get("--N");
     const bool linear = cli.get("--attention") == "linear";
     std::printf("E1 exactness: relerr = ||L_prompted[M:] - L_converted||_F / ||L_prompted[M:]||_F, mean over %d random pairs,\n"
@@ -437,7 +437,8 @@ int cmd_e1(const Cli& cli) {
         std::printf("%-6s %12lld %20s %20s %16s   %s\n", sz.name.c_str(), (long long)c.num_params(), ci(m32).c_str(), ci(m64).c_str(), ci(mn).c_str(),
                     linear ? (c.L == 1 ? "exact (Thm 4.1)" : "not exact (L > 1)") : paper.at(sz.name).c_str());
         std::fflush(stdout);
-        csv.printf("%s,%lld,%d,%d,%d,%s,%s,%d,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g\n", sz.name.c_str(), (long long)c.num_params(), c.L, c.C, c.NH, mr.c_str(),
+        csv.printf("%s,%lld,%d,%d,%d,%s,%s,%s,%d,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g\n", sz.name.c_str(), (long long)c.num_params(), c.L, c.C, c.NH,
+                   c.attn.c_str(), mr.c_str(),
                    nr.c_str(), trials, m32.mean, hw(m32), m64.mean, hw(m64), mn.mean, hw(mn));
         rows.push_back({{"size", sz.name}, {"attention", c.attn}, {"params", c.num_params()}, {"pairs", trials}, {"pairs_fp64", t64}, {"relerr_fp32", m32.mean},
                         {"relerr_fp32_ci95", hw(m32)}, {"relerr_fp64", m64.mean}, {"relerr_fp64_ci95", hw(m64)},
