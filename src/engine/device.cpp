@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "engine/common.h"
 #ifdef ICL_CUDA
@@ -101,6 +104,25 @@ void check_host_memory(double bytes, const std::string& what) {
                     what.c_str(), bytes / 1073741824.0, avail / 1073741824.0));
 }
 
+// On the CPU a large buffer (a step's gradients: ~110 MB for bench model's GPT) is zeroed by all threads, one slice
+// each: a throwaway timing on Zen 5 (111 MB just written, 2 threads) took 5.2-5.3 ms with one memset, 3.0-3.3 ms split.
+static void cpu_zero(void* p, size_t bytes) {
+    constexpr size_t kSplit = (size_t)4 << 20;  // below 4 MB one memset
+#ifdef _OPENMP
+    if (bytes >= kSplit && !omp_in_parallel() && omp_get_max_threads() > 1) {
+        char* c = static_cast<char*>(p);
+#pragma omp parallel
+        {
+            const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+            const size_t a = bytes / nt * t, b = t + 1 == nt ? bytes : bytes / nt * (t + 1);
+            std::memset(c + a, 0, b - a);
+        }
+        return;
+    }
+#endif
+    std::memset(p, 0, bytes);
+}
+
 static std::atomic<uint64_t> g_alloc_count{0};
 uint64_t device_alloc_count() { return g_alloc_count.load(); }
 
@@ -112,7 +134,7 @@ void* device_alloc(Device d, size_t bytes) {
         size_t rounded = (bytes + 63) / 64 * 64;
         void* p = std::aligned_alloc(64, rounded);
         if (!p) fail(strfmt("out of host memory allocating %.1f MiB", bytes / 1048576.0));
-        std::memset(p, 0, rounded);
+        cpu_zero(p, rounded);
         return p;
     }
 #ifdef ICL_CUDA
@@ -131,7 +153,7 @@ void device_free(Device d, void* p) {
 }
 
 void device_zero(Device d, void* p, size_t bytes) {
-    if (d == Device::cpu) { std::memset(p, 0, bytes); return; }
+    if (d == Device::cpu) { cpu_zero(p, bytes); return; }
 #ifdef ICL_CUDA
     cuda_zero(p, bytes);
 #else
