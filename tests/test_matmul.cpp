@@ -165,20 +165,24 @@ TEST_CASE("gemm: K == 0 and alpha == 0 scale C by beta (beta == 0 clears NaN)") 
 }
 
 TEST_CASE("gemm is bit-identical run to run and for any thread count") {
-    // the threads split rows in the first problem; in the second (a weight gradient's shape, M = OC < N = C) the
-    // split with less packing, columns, on 2 threads
+    // 1, 2, 3 and 4 threads whatever OMP_NUM_THREADS says: on 2 threads the first problem splits rows and the second
+    // (a weight gradient's shape, M = OC < N = C) columns, the split with less packing; 4 threads try 4×1, 2×2, 1×4
+    const int nt = max_threads();
     for (int which = 0; which < 2; which++) {
         CAPTURE(which);
         GemmProblem<float> p = which == 0 ? GemmProblem<float>(false, true, 301, 517, 811, 1.0f, 1.0f, 0, 21)
                                           : GemmProblem<float>(true, false, 384, 1536, 77, 1.0f, 1.0f, 0, 22);
-        const int nt = max_threads();
-        std::vector<float> first = p.run_fast();
-        CHECK(bit_equal(first, p.run_fast()));
         set_threads(1);
-        std::vector<float> one = p.run_fast();
-        set_threads(nt);
-        CHECK(bit_equal(first, one));
+        const std::vector<float> one = p.run_fast();
+        for (int t = 2; t <= 4; t++) {
+            CAPTURE(t);
+            set_threads(t);
+            const std::vector<float> got = p.run_fast();
+            CHECK(bit_equal(one, got));
+            CHECK(bit_equal(got, p.run_fast()));
+        }
     }
+    set_threads(nt);
 }
 
 TEST_CASE("gemm inside an OpenMP parallel region: runs per thread, same bits as outside") {
