@@ -272,7 +272,7 @@ TEST_CASE("kernel attention: the header's readable reference = the O(T²) defini
 // and long (16: wide tiles off; 40, 64: on), M a multiple of the row block or not; A, B and C at row strides wider
 // than their rows, all different (the callers read v inside qkv at 3C and write at C): the padding must stay as it
 // was. fp32 and fp64. On an AVX-512 build this reaches the wide tiles; on AVX2 every tile is narrow.
-TEST_CASE("kernel attention's tiled products mm_nn: every triangular shape = the plain k-order sum, bit for bit (fp32, fp64)") {
+TEST_CASE("kernel attention's tiled products mm_nn: every triangular shape = the plain k-order fma chain, bit for bit (fp32, fp64)") {
     auto check = [](auto zero) {
         using real = decltype(zero);
         using kattn_detail::Tri;
@@ -300,7 +300,7 @@ TEST_CASE("kernel attention's tiled products mm_nn: every triangular shape = the
                                 for (int j = 0; j < N; j++) {
                                     if ((tri == Tri::lower_cols && j > i) || (tri == Tri::upper_cols && j < i)) continue;  // not wanted
                                     real s = acc ? C0[(size_t)i * ldc + j] : real(0);
-                                    for (int k = 0; k < KK; k++) s += A[(size_t)i * lda + k] * B[(size_t)k * ldb + j];
+                                    for (int k = 0; k < KK; k++) s = std::fma(A[(size_t)i * lda + k], B[(size_t)k * ldb + j], s);
                                     wrong += C[(size_t)i * ldc + j] != s;
                                 }
                                 for (int j = N; j < ldc; j++) padding += C[(size_t)i * ldc + j] != C0[(size_t)i * ldc + j];

@@ -1,9 +1,10 @@
 // tile_mm.h — the register-tiled small matrix products behind kernel attention's chunked form
 // (layers/kernel_attention.h): mm_nn with the triangular shapes the causal chunks need, tri_chain (a masked
-// product C += tri(A·B)·D), and a transpose. Every C element is a plain Σ_k a·b in k order, so the results are
-// the definition's numerics up to the order of the terms.
+// product C += tri(A·B)·D), and a transpose. Every C element is a chain of fused multiply-adds c = fma(a, b, c) in k
+// order, so the results are the definition's numerics up to the order of the terms (one rounding per term).
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <type_traits>
 
@@ -26,8 +27,8 @@ namespace kattn_detail {
 // one (wide tiles plus the intrinsics tiles below: with a throwaway program timing kernel_attention_forward/backward
 // at B = 1, T = 1024, 4 heads of 64, 1 thread, Zen 5, medians of 15 alternating runs, forward 1.52 → 1.29 ms,
 // backward 4.19 → 3.67 ms; heads of 16, whose k = 16 products stay narrow: within noise; `iclca bench` numbers in
-// docs/benchmarks.md). Every C element is a plain Σ_k in k order whatever the tile width — the definition's
-// numerics up to the order of the terms, and the same bits on every ISA.
+// docs/benchmarks.md). Every C element is the same chain c = fma(a_k, b_k, c), k in order, whatever the tile width
+// and ISA: an FMA rounds once, exactly, in a zmm lane, a ymm lane or std::fma alike, so every ISA gives the same bits.
 //
 // Triangular shapes (row block [i0, i0+MM_RB) of C; only what the chunked form needs is computed):
 //   lower_cols  only column tiles reaching j <= i            (e.g. P = Â Ĉᵀ, wanted on and below the diagonal)
@@ -45,10 +46,11 @@ constexpr int MM_WIDE = 1;
 #endif
 enum class Tri { full, lower_cols, upper_cols, lower_k, upper_k };
 #ifdef __AVX512F__
-// mm_tile's tiles (below) for float, with AVX-512 intrinsics: the same operations (c + a·b as a multiply then an
-// add, k in order, so the same bits — _mm512_mul_ps/_mm512_add_ps are plain vector * and +, which the build's
-// -ffp-contract=off keeps apart, as it does the loops'), but the MM_RB × NV accumulators pinned in registers — g++
-// kept part of the generic loops' tile on the stack.
+// mm_tile's tiles (below) for float, with AVX-512 intrinsics: the same operations (c = fma(a, b, c), k in order, so
+// the same bits as the loops' std::fma), but the MM_RB × NV accumulators pinned in registers — g++ kept part of the
+// generic loops' tile on the stack. (Until 2026-11-28 these were a multiply then an add, which the build's
+// -ffp-contract=off keeps apart: one FMA instead of two instructions per term made the kernel-LM's heads of 64
+// faster — numbers in docs/benchmarks.md.)
 template <int NV>
 inline void mm_tile_f32_avx512(int i0, int j0, int kbeg, int kend, const float* A, int lda, const float* B, int ldb, float* C,
                                int ldc, bool accumulate) {
@@ -68,7 +70,7 @@ inline void mm_tile_f32_avx512(int i0, int j0, int kbeg, int kend, const float* 
         for (int r = 0; r < MM_RB; r++) {
             const __m512 ar = _mm512_set1_ps(a[(size_t)r * lda + k]);
 #pragma GCC unroll 2
-            for (int v = 0; v < NV; v++) c[r][v] = _mm512_add_ps(c[r][v], _mm512_mul_ps(ar, bv[v]));
+            for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(ar, bv[v], c[r][v]);
         }
     }
 #pragma GCC unroll 8
@@ -98,7 +100,7 @@ inline void mm_tile(int i0, int j0, int kbeg, int kend, const real* A, int lda, 
         for (int r = 0; r < RB; r++) {
             const real a = A[(size_t)(i0 + r) * lda + k];
 #pragma omp simd
-            for (int j = 0; j < W; j++) c[r][j] += a * b[j];
+            for (int j = 0; j < W; j++) c[r][j] = std::fma(a, b[j], c[r][j]);
         }
     }
     for (int r = 0; r < RB; r++)
@@ -134,7 +136,7 @@ inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, in
                     const real* b = B + (size_t)k * ldb + j0;
                     for (int r = 0; r < ni; r++) {
                         const real a = A[(size_t)(i0 + r) * lda + k];
-                        for (int j = 0; j < nj; j++) c[r][j] += a * b[j];
+                        for (int j = 0; j < nj; j++) c[r][j] = std::fma(a, b[j], c[r][j]);
                     }
                 }
                 for (int r = 0; r < ni; r++)
