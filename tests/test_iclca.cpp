@@ -267,8 +267,8 @@ TEST_CASE("kernel attention: the header's readable reference = the O(T²) defini
     }
 }
 
-// The chunked form's small products (layers/tile_mm.h): every wanted C element is the plain k-order sum, bit for
-// bit, whichever tile (wide, narrow, edge) computed it. Shapes mix all three tiles (N = 64, 48, 21), k runs short
+// The chunked form's small products (layers/tile_mm.h): every wanted C element is the plain k-order fma chain, bit
+// for bit, whichever tile (wide, narrow, edge) computed it. Shapes mix all three tiles (N = 64, 48, 21), k runs short
 // and long (16: wide tiles off; 40, 64: on), M a multiple of the row block or not; A, B and C at row strides wider
 // than their rows, all different (the callers read v inside qkv at 3C and write at C): the padding must stay as it
 // was. fp32 and fp64. On an AVX-512 build this reaches the wide tiles; on AVX2 every tile is narrow.
