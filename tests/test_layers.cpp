@@ -274,6 +274,38 @@ TEST_CASE("gelu: the float path (vectorized exp where AVX2 is compiled in) agree
     CHECK(werr_b <= 2e-6);
 }
 
+#ifdef ICL_GELU_AVX2
+constexpr bool kGeluVector = true;
+#else
+constexpr bool kGeluVector = false;  // no AVX2+FMA: gelu's float path is the scalar loop
+#endif
+// The vector GELU's bulk (16 lanes on AVX-512, 8 on AVX2) and its padded tail give every element what the 8-lane
+// kernel gives it alone in lane 0, bit for bit — so an AVX-512 build and an AVX2 build agree. Across a kChunk
+// boundary (the thread split), with a tail, and with edge values (±inf, NaN, huge, 0).
+TEST_CASE("gelu: the vector bulk and tail = the 8-lane kernel element by element, bit for bit (float)" * doctest::skip(!kGeluVector)) {
+#ifdef ICL_GELU_AVX2
+    const size_t n = (size_t)gelu_detail::kChunk + 16 * 9 + 8 + 5;
+    Rng rng(107);
+    std::vector<float> x(n), dout(n), out(n), din(n), ref_out(n), ref_din(n);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(4.0 * rng.normal()), dout[i] = (float)rng.normal(), din[i] = (float)rng.normal();
+    x[1] = INFINITY; x[2] = -INFINITY; x[3] = NAN; x[4] = 1e30f; x[5] = -1e30f; x[6] = 0.0f; x[n - 2] = -20.0f;
+    ref_din = din;
+    gelu_forward(out.data(), x.data(), n);
+    gelu_backward(din.data(), x.data(), dout.data(), n);
+    int wrong_f = 0, wrong_b = 0;
+    for (size_t i = 0; i < n; i++) {
+        alignas(32) float o[8] = {0}, xi[8] = {x[i]}, gi[8] = {dout[i]}, di[8] = {ref_din[i]};
+        gelu_detail::forward8(o, xi);
+        gelu_detail::backward8(di, xi, gi);
+        auto same = [](float a, float b) { return std::isnan(a) ? std::isnan(b) : a == b; };
+        wrong_f += !same(o[0], out[i]);
+        wrong_b += !same(di[0], din[i]);
+    }
+    CHECK(wrong_f == 0);
+    CHECK(wrong_b == 0);
+#endif
+}
+
 TEST_CASE("vmath::exp_shifted_sum (the softmax exponential): float agrees with std::exp, edge values") {
     const int n = 37;  // 4 full vectors of 8 and a tail of 5
     std::vector<float> xf(n);
