@@ -166,7 +166,8 @@ TEST_CASE("gemm: K == 0 and alpha == 0 scale C by beta (beta == 0 clears NaN)") 
 
 TEST_CASE("gemm is bit-identical run to run and for any thread count") {
     // 1, 2, 3 and 4 threads whatever OMP_NUM_THREADS says: on 2 threads the first problem splits rows and the second
-    // (a weight gradient's shape, M = OC < N = C) columns, the split with less packing; 4 threads try 4×1, 2×2, 1×4
+    // (a weight gradient's shape, M = OC < N = C) columns, the split with less packing; 3 and 4 threads give other
+    // grids (which ones depends on the ISA's tile sizes)
     const int nt = max_threads();
     for (int which = 0; which < 2; which++) {
         CAPTURE(which);

@@ -28,7 +28,9 @@ namespace kattn_detail {
 // at B = 1, T = 1024, 4 heads of 64, 1 thread, Zen 5, medians of 15 alternating runs, forward 1.52 → 1.29 ms,
 // backward 4.19 → 3.67 ms; heads of 16, whose k = 16 products stay narrow: within noise; `iclca bench` numbers in
 // docs/benchmarks.md). Every C element is the same chain c = fma(a_k, b_k, c), k in order, whatever the tile width
-// and ISA: an FMA rounds once, exactly, in a zmm lane, a ymm lane or std::fma alike, so every ISA gives the same bits.
+// and ISA: fma rounds the exact a·b + c once, in a zmm lane, a ymm lane or std::fma alike, so every ISA gives the same
+// bits. (A build without FMA instructions, e.g. `make ARCH_FLAGS=`, gets the same bits through libm's fma, one call
+// per term: much slower, never different.)
 //
 // Triangular shapes (row block [i0, i0+MM_RB) of C; only what the chunked form needs is computed):
 //   lower_cols  only column tiles reaching j <= i            (e.g. P = Â Ĉᵀ, wanted on and below the diagonal)
@@ -48,7 +50,7 @@ enum class Tri { full, lower_cols, upper_cols, lower_k, upper_k };
 #ifdef __AVX512F__
 // mm_tile's tiles (below) for float, with AVX-512 intrinsics: the same operations (c = fma(a, b, c), k in order, so
 // the same bits as the loops' std::fma), but the MM_RB × NV accumulators pinned in registers — g++ kept part of the
-// generic loops' tile on the stack. (Until 2026-11-28 these were a multiply then an add, which the build's
+// generic loops' tile on the stack. (Until commit 034dcdf these were a multiply then an add, which the build's
 // -ffp-contract=off keeps apart: one FMA instead of two instructions per term made the kernel-LM's heads of 64
 // faster — numbers in docs/benchmarks.md.)
 template <int NV>
