@@ -16,8 +16,6 @@
 #
 # Portable build (no -march=native, e.g. for a binary you copy to another machine):
 #   make ARCH_FLAGS="-mavx2 -mfma"      or      make ARCH_FLAGS=
-# (ARCH_FLAGS= builds none of the AVX2/AVX-512 kernels; kernel attention's tile products there call libm's fma
-# once per term: far slower, the same bits as the vector builds' tiles)
 SHELL      := /bin/bash
 , := ,
 .DEFAULT_GOAL := all   # a bare `make` builds every CPU binary (the provenance rule below would otherwise be the first)

@@ -301,7 +301,7 @@ TEST_CASE("kernel attention's tiled products mm_nn: every triangular shape = the
                                     if ((tri == Tri::lower_cols && j > i) || (tri == Tri::upper_cols && j < i)) continue;  // not wanted
                                     real s = acc ? C0[(size_t)i * ldc + j] : real(0);
                                     for (int k = 0; k < KK; k++)
-                                        s = std::fma(A[(size_t)i * lda + k], B[(size_t)k * ldb + j], s);
+                                        s = kattn_detail::tile_madd(A[(size_t)i * lda + k], B[(size_t)k * ldb + j], s);
                                     wrong += C[(size_t)i * ldc + j] != s;
                                 }
                                 for (int j = N; j < ldc; j++) padding += C[(size_t)i * ldc + j] != C0[(size_t)i * ldc + j];

@@ -1,7 +1,7 @@
 // tile_mm.h — the register-tiled small matrix products behind kernel attention's chunked form
 // (layers/kernel_attention.h): mm_nn with the triangular shapes the causal chunks need, tri_chain (a masked
-// product C += tri(A·B)·D), and a transpose. Every C element is a chain of fused multiply-adds c = fma(a, b, c) in k
-// order, so the results are the definition's numerics up to the order of the terms (one rounding per term).
+// product C += tri(A·B)·D), and a transpose. Every C element is a chain c = tile_madd(a, b, c) in k order (a fused
+// multiply-add on every AVX2/AVX-512 build), so the results are the definition's numerics up to the order of the terms.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -29,8 +29,9 @@ namespace kattn_detail {
 // backward 4.19 → 3.67 ms; heads of 16, whose k = 16 products stay narrow: within noise; `iclca bench` numbers in
 // docs/benchmarks.md). Every C element is the same chain c = fma(a_k, b_k, c), k in order, whatever the tile width
 // and ISA: fma rounds the exact a·b + c once, in a zmm lane, a ymm lane or std::fma alike, so every ISA gives the same
-// bits. (A build without FMA instructions, e.g. `make ARCH_FLAGS=`, gets the same bits through libm's fma, one call
-// per term: much slower, never different.)
+// bits. (A build without FMA instructions, `make ARCH_FLAGS=`, would reach std::fma through a libm call per term, so
+// there tile_madd is a multiply and an add: other last digits than the vector builds — that build's exp and RoPE
+// differ from theirs anyway — at the speed of plain vector code.)
 //
 // Triangular shapes (row block [i0, i0+MM_RB) of C; only what the chunked form needs is computed):
 //   lower_cols  only column tiles reaching j <= i            (e.g. P = Â Ĉᵀ, wanted on and below the diagonal)
@@ -47,9 +48,19 @@ constexpr int MM_RB = 4;    // edge-tile path.
 constexpr int MM_WIDE = 1;
 #endif
 enum class Tri { full, lower_cols, upper_cols, lower_k, upper_k };
+// c + a·b for the tiles: one fma where the build has FMA instructions (every AVX2 and AVX-512 build), else a multiply
+// and an add (see above).
+template <typename real>
+inline real tile_madd(real a, real b, real c) {
+#ifdef __FMA__
+    return std::fma(a, b, c);
+#else
+    return c + a * b;
+#endif
+}
 #ifdef __AVX512F__
 // mm_tile's tiles (below) for float, with AVX-512 intrinsics: the same operations (c = fma(a, b, c), k in order, so
-// the same bits as the loops' std::fma), but the MM_RB × NV accumulators pinned in registers — g++ kept part of the
+// the same bits as the loops' tile_madd, an fma there), but the MM_RB × NV accumulators pinned in registers — g++ kept part of the
 // generic loops' tile on the stack. (Until commit 034dcdf these were a multiply then an add, which the build's
 // -ffp-contract=off keeps apart: one FMA instead of two instructions per term made the kernel-LM's heads of 64
 // faster — numbers in docs/benchmarks.md.)
@@ -102,7 +113,7 @@ inline void mm_tile(int i0, int j0, int kbeg, int kend, const real* A, int lda, 
         for (int r = 0; r < RB; r++) {
             const real a = A[(size_t)(i0 + r) * lda + k];
 #pragma omp simd
-            for (int j = 0; j < W; j++) c[r][j] = std::fma(a, b[j], c[r][j]);
+            for (int j = 0; j < W; j++) c[r][j] = tile_madd(a, b[j], c[r][j]);
         }
     }
     for (int r = 0; r < RB; r++)
@@ -138,7 +149,7 @@ inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, in
                     const real* b = B + (size_t)k * ldb + j0;
                     for (int r = 0; r < ni; r++) {
                         const real a = A[(size_t)(i0 + r) * lda + k];
-                        for (int j = 0; j < nj; j++) c[r][j] = std::fma(a, b[j], c[r][j]);
+                        for (int j = 0; j < nj; j++) c[r][j] = tile_madd(a, b[j], c[r][j]);
                     }
                 }
                 for (int r = 0; r < ni; r++)
