@@ -11,10 +11,9 @@
 // vmath::exp8 of layers/vmath.h (max relative error ≈ 1e-7, i.e. ~1 ulp), because glibc's scalar tanhf/expf do not
 // vectorize and made GELU the slowest non-GEMM layer (~60 ms for (8,256,1536) on 2 cores instead of ~2 ms).
 // Tails shorter than 8 go through the same vector code via a padded buffer, so every element gets the same
-// arithmetic wherever it sits. On AVX-512 the bulk runs 16 lanes at a time (forward16/backward16: the 8-lane
-// kernels' operations in the same order on zmm registers, with vmath::exp16, exp8's lane-for-lane twin), so an
-// AVX-512 build gives the AVX2 build's bits. tests/test_layers.cpp checks the float path against the double one
-// and the 16 lanes against the 8 bit for bit.
+// arithmetic wherever it sits. On AVX-512 the bulk runs 16 lanes at a time (the same kernel templates on zmm
+// registers, with vmath::exp16, exp8's lane-for-lane twin), so an AVX-512 build gives the AVX2 build's bits.
+// tests/test_layers.cpp checks the float path against the double one and the 16 lanes against the 8 bit for bit.
 //
 // GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes, parameter
 // and activation gradients alike; callers zero the gradient buffers once per step.
@@ -42,57 +41,37 @@ constexpr double kA = 0.044715;
 constexpr long long kChunk = 8192;  // elements per parallel work item (a multiple of 8)
 
 #ifdef ICL_GELU_AVX2
-using vmath::exp8;
-
-// σ(2u) for 8 floats, plus du/dx when wanted.
-inline __m256 sigma2u8(__m256 x, __m256* dudx) {
-    const __m256 s = _mm256_set1_ps((float)kS), a = _mm256_set1_ps((float)kA);
-    const __m256 x2 = _mm256_mul_ps(x, x);
-    const __m256 u = _mm256_mul_ps(s, _mm256_fmadd_ps(_mm256_mul_ps(a, x2), x, x));  // s·(x + a·x³)
-    if (dudx) *dudx = _mm256_mul_ps(s, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(3.0f), a), x2, _mm256_set1_ps(1.0f)));
-    const __m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u));
-    return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+// The vector kernels, written once for one register of floats: F = F8 (ymm, AVX2) or F16 (zmm, AVX-512) of
+// layers/simd.h. Every operation is lane-wise and the same for both widths, with vmath::expv = exp8 or exp16
+// (lane-for-lane twins), so a lane gets the same bits at either width.
+// σ(2u) for one register, plus du/dx when wanted.
+template <class F>
+inline typename F::V sigma2u(typename F::V x, typename F::V* dudx) {
+    using V = typename F::V;
+    const V s = F::set1((float)kS), a = F::set1((float)kA), one = F::set1(1.0f);
+    const V x2 = F::mul(x, x);
+    const V u = F::mul(s, F::fmadd(F::mul(a, x2), x, x));  // s·(x + a·x³)
+    if (dudx) *dudx = F::mul(s, F::fmadd(F::mul(F::set1(3.0f), a), x2, one));  // s·(1 + 3a·x²)
+    const V e = vmath::expv(F::mul(F::set1(-2.0f), u));
+    return F::div(one, F::add(one, e));
 }
-
-inline void forward8(float* out, const float* inp) {
-    const __m256 x = _mm256_loadu_ps(inp);
-    _mm256_storeu_ps(out, _mm256_mul_ps(x, sigma2u8(x, nullptr)));
+// out (F::L) = x·σ(2u)
+template <class F>
+inline void forward_v(float* out, const float* inp) {
+    const typename F::V x = F::loadu(inp);
+    F::storeu(out, F::mul(x, sigma2u<F>(x, nullptr)));
 }
-inline void backward8(float* dinp, const float* inp, const float* dout) {
-    const __m256 x = _mm256_loadu_ps(inp);
-    __m256 dudx;
-    const __m256 sg = sigma2u8(x, &dudx);
-    const __m256 one = _mm256_set1_ps(1.0f);
-    // local = σ + x · 2σ(1−σ) · du/dx
-    const __m256 two_s_1ms = _mm256_mul_ps(_mm256_add_ps(sg, sg), _mm256_sub_ps(one, sg));
-    const __m256 local = _mm256_fmadd_ps(_mm256_mul_ps(x, two_s_1ms), dudx, sg);
-    _mm256_storeu_ps(dinp, _mm256_fmadd_ps(local, _mm256_loadu_ps(dout), _mm256_loadu_ps(dinp)));
+// dinp (F::L) += (σ + x · 2σ(1−σ) · du/dx) · dout
+template <class F>
+inline void backward_v(float* dinp, const float* inp, const float* dout) {
+    using V = typename F::V;
+    const V x = F::loadu(inp);
+    V dudx;
+    const V sg = sigma2u<F>(x, &dudx);
+    const V two_s_1ms = F::mul(F::add(sg, sg), F::sub(F::set1(1.0f), sg));
+    const V local = F::fmadd(F::mul(x, two_s_1ms), dudx, sg);
+    F::storeu(dinp, F::fmadd(local, F::loadu(dout), F::loadu(dinp)));
 }
-
-#ifdef __AVX512F__
-// forward8/backward8 16 lanes at a time: every operation the same, lane for lane (so the same bits).
-inline __m512 sigma2u16(__m512 x, __m512* dudx) {
-    const __m512 s = _mm512_set1_ps((float)kS), a = _mm512_set1_ps((float)kA);
-    const __m512 x2 = _mm512_mul_ps(x, x);
-    const __m512 u = _mm512_mul_ps(s, _mm512_fmadd_ps(_mm512_mul_ps(a, x2), x, x));  // s·(x + a·x³)
-    if (dudx) *dudx = _mm512_mul_ps(s, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(3.0f), a), x2, _mm512_set1_ps(1.0f)));
-    const __m512 e = vmath::exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
-    return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-}
-inline void forward16(float* out, const float* inp) {
-    const __m512 x = _mm512_loadu_ps(inp);
-    _mm512_storeu_ps(out, _mm512_mul_ps(x, sigma2u16(x, nullptr)));
-}
-inline void backward16(float* dinp, const float* inp, const float* dout) {
-    const __m512 x = _mm512_loadu_ps(inp);
-    __m512 dudx;
-    const __m512 sg = sigma2u16(x, &dudx);
-    const __m512 one = _mm512_set1_ps(1.0f);
-    const __m512 two_s_1ms = _mm512_mul_ps(_mm512_add_ps(sg, sg), _mm512_sub_ps(one, sg));
-    const __m512 local = _mm512_fmadd_ps(_mm512_mul_ps(x, two_s_1ms), dudx, sg);
-    _mm512_storeu_ps(dinp, _mm512_fmadd_ps(local, _mm512_loadu_ps(dout), _mm512_loadu_ps(dinp)));
-}
-#endif
 
 // The tail [i, i1) of fewer than 8 elements through the same 8-wide kernel k(dst, a, b) on zero-padded copies
 // (dst's old values are copied in too: the backward accumulates), so every element gets the same arithmetic.
@@ -124,10 +103,10 @@ void gelu_forward(real* out, const real* inp, size_t n) {
         if constexpr (std::is_same_v<real, float>) {
             size_t i = i0;
 #ifdef __AVX512F__
-            for (; i + 16 <= i1; i += 16) forward16(out + i, inp + i);
+            for (; i + 16 <= i1; i += 16) forward_v<F16>(out + i, inp + i);
 #endif
-            for (; i + 8 <= i1; i += 8) forward8(out + i, inp + i);
-            padded8(i, i1, out, inp, nullptr, [](float* o, const float* x, const float*) { forward8(o, x); });
+            for (; i + 8 <= i1; i += 8) forward_v<F8>(out + i, inp + i);
+            padded8(i, i1, out, inp, nullptr, [](float* o, const float* x, const float*) { forward_v<F8>(o, x); });
             return;
         }
 #endif
@@ -148,10 +127,10 @@ void gelu_backward(real* dinp, const real* inp, const real* dout, size_t n) {
         if constexpr (std::is_same_v<real, float>) {
             size_t i = i0;
 #ifdef __AVX512F__
-            for (; i + 16 <= i1; i += 16) backward16(dinp + i, inp + i, dout + i);
+            for (; i + 16 <= i1; i += 16) backward_v<F16>(dinp + i, inp + i, dout + i);
 #endif
-            for (; i + 8 <= i1; i += 8) backward8(dinp + i, inp + i, dout + i);
-            padded8(i, i1, dinp, inp, dout, [](float* d, const float* x, const float* g) { backward8(d, x, g); });
+            for (; i + 8 <= i1; i += 8) backward_v<F8>(dinp + i, inp + i, dout + i);
+            padded8(i, i1, dinp, inp, dout, [](float* d, const float* x, const float* g) { backward_v<F8>(d, x, g); });
             return;
         }
 #endif

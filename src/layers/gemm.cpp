@@ -16,7 +16,8 @@
 //
 // Packing copies the operands into exactly the order the micro-kernel reads them, so all four transpose
 // combinations cost the same after packing; panels are zero-padded to MR/NR, so the kernel never sees a
-// ragged edge (edge tiles are computed in full into a small buffer and only the valid part is written).
+// ragged edge (edge tiles are computed in full into a small buffer and only the valid part is written). A last
+// column panel of at most NR/2 columns goes through the half-width kernel (MR × NR/2), not the full one.
 //
 // Threads: C is cut into a tm×tn grid of rectangles (tm·tn = threads, chosen to balance the work), and
 // each thread runs the five loops above on its own rectangle with its own packing buffers. No two threads
@@ -66,6 +67,7 @@ constexpr int NR = 32;                // micro-tile columns (2 zmm of B per k)  
 constexpr int MR = 6;                 // micro-tile rows    (6 broadcasts of A per k)
 constexpr int NR = 16;                // micro-tile columns (2 ymm of B per k)   -> 6×2 = 12 accumulators
 #endif
+constexpr int VL = NR / 2;            // columns of one vector register (16 / 8): the half tile is MR × VL
 constexpr int KC_MAX = ICL_GEMM_KC;   // depth of one packed block: B micro-panel KC×NR×4 B = 24 KiB in L1
 constexpr int MC_MAX = ICL_GEMM_MC;   // rows of one packed A block: MC×KC×4 B = 180 KiB in L2 (multiple of MR)
 constexpr int NC_MAX = ICL_GEMM_NC;   // columns of one packed B panel (multiple of NR)
@@ -196,119 +198,86 @@ void pack_B(bool transB, const float* B, int ldb, int k0, int j0, int kc, int nc
 // beta_mode: 0 -> C = alpha·acc (C not read), 1 -> C = alpha·acc + C, 2 -> C = alpha·acc + beta·C.
 enum BetaMode { BETA_ZERO = 0, BETA_ONE = 1, BETA_ANY = 2 };
 
+#if defined(ICL_GEMM_AVX2)
+// The vector micro-kernel, one template for both ISAs: F16 (AVX-512, zmm) or F8 (AVX2, ymm) of layers/simd.h, a
+// tile of MR rows × NV·VL columns in MR·NV accumulators. NV = 2 is the full micro-tile (AVX-512: 12×32 in 24 zmm;
+// AVX2: 6×16 in 12 ymm); NV = 1 the half tile, for a last column panel of at most VL columns (attention's P·V,
+// dS·K, dSᵀ·Q at head size 16 on AVX-512), which the full kernel would compute at twice the cost, half of it on
+// the panel's zero padding. Per k: NV loads of the B panel row, then for each of the MR rows one FMA per vector
+// with A's element broadcast from memory. Every C element is the same FMA chain over k whatever the ISA and NV,
+// and the same final alpha·acc (+ C), so every tile gives the same bits: only which elements share a register
+// changes.
 #if defined(ICL_GEMM_AVX512)
-// AVX-512: a 12×32 tile in 24 zmm accumulators. Per k: two 16-float loads of the B panel row, then for each of
-// the 12 rows one FMA per half with A's element broadcast from memory. Every C element is the same FMA chain over
-// k as in the AVX2 kernel below (6×16 tiles), and the same final alpha·acc (+ C), so the two paths give the
-// same bits: only which elements share a register changes.
-inline void store_row16(float* c, __m512 acc, __m512 valpha, __m512 vbeta, int beta_mode) {
-    if (beta_mode == BETA_ZERO) _mm512_storeu_ps(c, _mm512_mul_ps(valpha, acc));
-    else if (beta_mode == BETA_ONE) _mm512_storeu_ps(c, _mm512_fmadd_ps(valpha, acc, _mm512_loadu_ps(c)));
-    else _mm512_storeu_ps(c, _mm512_fmadd_ps(valpha, acc, _mm512_mul_ps(vbeta, _mm512_loadu_ps(c))));
+using FV = F16;
+#else
+using FV = F8;
+#endif
+static_assert(FV::L == VL, "a vector register holds VL floats");
+
+inline void store_vec(float* c, FV::V acc, FV::V valpha, FV::V vbeta, int beta_mode) {
+    if (beta_mode == BETA_ZERO) FV::storeu(c, FV::mul(valpha, acc));
+    else if (beta_mode == BETA_ONE) FV::storeu(c, FV::fmadd(valpha, acc, FV::loadu(c)));
+    else FV::storeu(c, FV::fmadd(valpha, acc, FV::mul(vbeta, FV::loadu(c))));
 }
 
+template <int NV>
 void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp, float* C, int ldc, float alpha,
                   float beta, int beta_mode) {
-    __m512 c0[MR], c1[MR];  // row r: columns 0-15 and 16-31
+    FV::V c[MR][NV];  // row r: columns v·VL … v·VL + VL − 1 in c[r][v]
 #pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm512_setzero_ps();
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) c[r][v] = FV::zero();
     for (int r = 0; r < MR; r++) {  // the C tile is needed only after the k loop: start fetching it now
         _mm_prefetch((const char*)(C + (size_t)r * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char*)(C + (size_t)r * ldc + NR - 1), _MM_HINT_T0);
+        _mm_prefetch((const char*)(C + (size_t)r * ldc + NV * VL - 1), _MM_HINT_T0);
     }
     for (int k = 0; k < kc; k++) {
-        const __m512 b0 = _mm512_load_ps(Bp), b1 = _mm512_load_ps(Bp + 16);
+        FV::V b[NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) b[v] = FV::load(Bp + v * VL);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
-            const __m512 a = _mm512_set1_ps(Ap[r]);
-            c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
-            c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+            const FV::V a = FV::set1(Ap[r]);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++) c[r][v] = FV::fmadd(a, b[v], c[r][v]);
         }
         Ap += MR;
-        Bp += NR;
+        Bp += NR;  // the panel's row stride is NR whatever NV: the half tile reads the first VL columns of it
     }
-    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    const FV::V va = FV::set1(alpha), vb = FV::set1(beta);
 #pragma GCC unroll 12
-    for (int r = 0; r < MR; r++) {
-        store_row16(C + (size_t)r * ldc, c0[r], va, vb, beta_mode);
-        store_row16(C + (size_t)r * ldc + 16, c1[r], va, vb, beta_mode);
-    }
-}
-#elif defined(ICL_GEMM_AVX2)
-inline void store_row(float* c, __m256 acc0, __m256 acc1, __m256 valpha, __m256 vbeta, int beta_mode) {
-    if (beta_mode == BETA_ZERO) {
-        _mm256_storeu_ps(c, _mm256_mul_ps(valpha, acc0));
-        _mm256_storeu_ps(c + 8, _mm256_mul_ps(valpha, acc1));
-    } else if (beta_mode == BETA_ONE) {
-        _mm256_storeu_ps(c, _mm256_fmadd_ps(valpha, acc0, _mm256_loadu_ps(c)));
-        _mm256_storeu_ps(c + 8, _mm256_fmadd_ps(valpha, acc1, _mm256_loadu_ps(c + 8)));
-    } else {
-        _mm256_storeu_ps(c, _mm256_fmadd_ps(valpha, acc0, _mm256_mul_ps(vbeta, _mm256_loadu_ps(c))));
-        _mm256_storeu_ps(c + 8, _mm256_fmadd_ps(valpha, acc1, _mm256_mul_ps(vbeta, _mm256_loadu_ps(c + 8))));
-    }
-}
-
-void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp, float* C, int ldc, float alpha,
-                  float beta, int beta_mode) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-    for (int r = 0; r < MR; r++) {  // the C tile is needed only after the k loop: start fetching it now
-        _mm_prefetch((const char*)(C + (size_t)r * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char*)(C + (size_t)r * ldc + NR - 1), _MM_HINT_T0);
-    }
-    for (int k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
-        __m256 a;
-        a = _mm256_broadcast_ss(Ap + 0); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
-        a = _mm256_broadcast_ss(Ap + 1); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
-        a = _mm256_broadcast_ss(Ap + 2); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
-        a = _mm256_broadcast_ss(Ap + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
-        a = _mm256_broadcast_ss(Ap + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
-        a = _mm256_broadcast_ss(Ap + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
-        Ap += MR;
-        Bp += NR;
-    }
-    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-    store_row(C + 0 * (size_t)ldc, c00, c01, va, vb, beta_mode);
-    store_row(C + 1 * (size_t)ldc, c10, c11, va, vb, beta_mode);
-    store_row(C + 2 * (size_t)ldc, c20, c21, va, vb, beta_mode);
-    store_row(C + 3 * (size_t)ldc, c30, c31, va, vb, beta_mode);
-    store_row(C + 4 * (size_t)ldc, c40, c41, va, vb, beta_mode);
-    store_row(C + 5 * (size_t)ldc, c50, c51, va, vb, beta_mode);
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) store_vec(C + (size_t)r * ldc + v * VL, c[r][v], va, vb, beta_mode);
 }
 #else
-// Portable micro-kernel: the same arithmetic in plain loops (the compiler vectorizes what it can).
+// Portable micro-kernel: the same arithmetic in plain loops (the compiler vectorizes what it can), NV·VL columns.
+template <int NV>
 void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp, float* C, int ldc, float alpha,
                   float beta, int beta_mode) {
-    // One row of the tile at a time, so its NR accumulators fit in registers even with 16 narrow SIMD registers.
+    constexpr int W = NV * VL;
+    // One row of the tile at a time, so its W accumulators fit in registers even with 16 narrow SIMD registers.
     // GCC/Clang vector types make the accumulators registers (SSE2 on any x86-64) without intrinsics.
-    float acc[MR][NR];
+    float acc[MR][W];
 #if defined(__GNUC__)
     typedef float v4 __attribute__((vector_size(16)));
+    static_assert(W % 4 == 0, "whole 4-float vectors");
     for (int r = 0; r < MR; r++) {
-        v4 s0 = {}, s1 = {}, s2 = {}, s3 = {};  // columns 0-3, 4-7, 8-11, 12-15
+        v4 s[W / 4] = {};  // columns 0-3, 4-7, …
         for (int k = 0; k < kc; k++) {
             const float a = Ap[k * MR + r];
-            v4 b0, b1, b2, b3;
-            std::memcpy(&b0, Bp + k * NR + 0, 16);
-            std::memcpy(&b1, Bp + k * NR + 4, 16);
-            std::memcpy(&b2, Bp + k * NR + 8, 16);
-            std::memcpy(&b3, Bp + k * NR + 12, 16);
-            s0 += a * b0; s1 += a * b1; s2 += a * b2; s3 += a * b3;
+            for (int q = 0; q < W / 4; q++) {
+                v4 bq;
+                std::memcpy(&bq, Bp + k * NR + 4 * q, 16);
+                s[q] += a * bq;
+            }
         }
-        std::memcpy(&acc[r][0], &s0, 16);
-        std::memcpy(&acc[r][4], &s1, 16);
-        std::memcpy(&acc[r][8], &s2, 16);
-        std::memcpy(&acc[r][12], &s3, 16);
+        for (int q = 0; q < W / 4; q++) std::memcpy(&acc[r][4 * q], &s[q], 16);
     }
-    static_assert(NR == 16, "the portable kernel is written for NR == 16");
 #else
     for (int r = 0; r < MR; r++)
-        for (int c = 0; c < NR; c++) {
+        for (int c = 0; c < W; c++) {
             float sum = 0;
             for (int k = 0; k < kc; k++) sum += Ap[k * MR + r] * Bp[k * NR + c];
             acc[r][c] = sum;
@@ -316,7 +285,7 @@ void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp
 #endif
     for (int r = 0; r < MR; r++) {
         float* crow = C + (size_t)r * ldc;
-        for (int c = 0; c < NR; c++) {
+        for (int c = 0; c < W; c++) {
             if (beta_mode == BETA_ZERO) crow[c] = alpha * acc[r][c];
             else if (beta_mode == BETA_ONE) crow[c] = alpha * acc[r][c] + crow[c];
             else crow[c] = alpha * acc[r][c] + beta * crow[c];
@@ -325,17 +294,19 @@ void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp
 }
 #endif
 
-// A ragged tile (mr < MR or nr < NR): run the full kernel on a private MR×NR buffer (after copying the valid
-// part of C in, unless beta == 0), then write back only the valid part. Same arithmetic as a full tile.
+// A ragged tile (mr < MR or nr < NV·VL): run the kernel on a private MR×(NV·VL) buffer (after copying the valid
+// part of C in, unless beta == 0), then write back only the valid part. Same arithmetic as a whole tile.
+template <int NV>
 void edge_kernel(int kc, const float* Ap, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
                  int beta_mode) {
-    alignas(64) float tile[MR * NR] = {};  // (MR, NR)
+    constexpr int W = NV * VL;
+    alignas(64) float tile[MR * W] = {};  // (MR, W)
     if (beta_mode != BETA_ZERO)
         for (int r = 0; r < mr; r++)
-            for (int c = 0; c < nr; c++) tile[r * NR + c] = C[(size_t)r * ldc + c];
-    micro_kernel(kc, Ap, Bp, tile, NR, alpha, beta, beta_mode);
+            for (int c = 0; c < nr; c++) tile[r * W + c] = C[(size_t)r * ldc + c];
+    micro_kernel<NV>(kc, Ap, Bp, tile, W, alpha, beta, beta_mode);
     for (int r = 0; r < mr; r++)
-        for (int c = 0; c < nr; c++) C[(size_t)r * ldc + c] = tile[r * NR + c];
+        for (int c = 0; c < nr; c++) C[(size_t)r * ldc + c] = tile[r * W + c];
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -365,8 +336,13 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
                         const int mr = std::min(MR, mc - ir);
                         const float* Ap = buf.a + (size_t)ir * kc;  // micro-panel (kc, MR)
                         float* Ct = C + (size_t)(ic + ir) * ldc + jc + jr;
-                        if (mr == MR && nr == NR) micro_kernel(kc, Ap, Bp, Ct, ldc, alpha, beta, beta_mode);
-                        else edge_kernel(kc, Ap, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
+                        if (nr > VL) {  // the full tile
+                            if (mr == MR && nr == NR) micro_kernel<2>(kc, Ap, Bp, Ct, ldc, alpha, beta, beta_mode);
+                            else edge_kernel<2>(kc, Ap, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
+                        } else {  // a last panel of at most VL columns: the half tile
+                            if (mr == MR && nr == VL) micro_kernel<1>(kc, Ap, Bp, Ct, ldc, alpha, beta, beta_mode);
+                            else edge_kernel<1>(kc, Ap, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
+                        }
                     }
                 }
             }

@@ -1,6 +1,8 @@
-// simd.h — the project's one include of <immintrin.h> (include it only where __AVX2__ is defined), and
+// simd.h — the project's one include of <immintrin.h> (include it only where __AVX2__ is defined);
 // transpose8x8, the 8×8 float transpose that the GEMM's packing and kernel attention's chunks share, and the
-// 4- and 2-row versions the GEMM's A packing also uses.
+// 4- and 2-row versions the GEMM's A packing also uses; and F8 / F16, one float vector register (ymm / zmm)
+// behind one set of names, so that a kernel written once as a template runs 8 or 16 lanes wide with the same
+// operations lane for lane (the GEMM's micro-kernel, GELU).
 // GCC 12 warns, falsely, that the AVX-512 intrinsics' own "undefined" pass-through operand is uninitialized
 // (-Wuninitialized / -Wmaybe-uninitialized, reported at lines of avx512fintrin.h once they are inlined into our
 // code). The warnings are switched off for the intrinsic headers only: the pragma state applies by location.
@@ -73,5 +75,40 @@ inline void transpose2x8(float* dst, size_t ldd, const float* src, size_t lds) {
     _mm_storel_pi(reinterpret_cast<__m64*>(dst + 6 * ldd), c67);
     _mm_storeh_pi(reinterpret_cast<__m64*>(dst + 7 * ldd), c67);
 }
+
+#ifdef __FMA__
+// F::V the register, F::L its lanes; aligned load, unaligned loadu / storeu, and the lane-wise operations
+// (fmadd(a, b, c) = a·b + c rounded once).
+struct F8 {
+    using V = __m256;
+    static constexpr int L = 8;
+    static V zero() { return _mm256_setzero_ps(); }
+    static V set1(float x) { return _mm256_set1_ps(x); }
+    static V load(const float* p) { return _mm256_load_ps(p); }
+    static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+    static void storeu(float* p, V x) { _mm256_storeu_ps(p, x); }
+    static V add(V a, V b) { return _mm256_add_ps(a, b); }
+    static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+    static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+    static V div(V a, V b) { return _mm256_div_ps(a, b); }
+    static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+};
+#ifdef __AVX512F__
+struct F16 {
+    using V = __m512;
+    static constexpr int L = 16;
+    static V zero() { return _mm512_setzero_ps(); }
+    static V set1(float x) { return _mm512_set1_ps(x); }
+    static V load(const float* p) { return _mm512_load_ps(p); }
+    static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+    static void storeu(float* p, V x) { _mm512_storeu_ps(p, x); }
+    static V add(V a, V b) { return _mm512_add_ps(a, b); }
+    static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+    static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+    static V div(V a, V b) { return _mm512_div_ps(a, b); }
+    static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+};
+#endif
+#endif
 }  // namespace icl
 #endif

@@ -1,7 +1,8 @@
 // tile_mm.h — the register-tiled small matrix products behind kernel attention's chunked form
 // (layers/kernel_attention.h): mm_nn with the triangular shapes the causal chunks need, tri_chain (a masked
 // product C += tri(A·B)·D), and a transpose. Every C element is a chain c = tile_madd(a, b, c) in k order (a fused
-// multiply-add on every AVX2/AVX-512 build), so the results are the definition's numerics up to the order of the terms.
+// multiply-add on every build with FMA or AVX-512 instructions), so the results are the definition's numerics up to
+// the order of the terms.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -48,11 +49,12 @@ constexpr int MM_RB = 4;    // edge-tile path.
 constexpr int MM_WIDE = 1;
 #endif
 enum class Tri { full, lower_cols, upper_cols, lower_k, upper_k };
-// c + a·b for the tiles: one fma where the build has FMA instructions (every AVX2 and AVX-512 build), else a multiply
-// and an add (see above).
+// c + a·b for the tiles: one fma where the build has fused multiply-add instructions, else a multiply and an add (see
+// above). AVX-512F has its own (EVEX) fma instructions, so g++ inlines std::fma under -mavx512f even without -mfma,
+// where it defines no __FMA__: the AVX-512 intrinsics tiles use fma there too, and every tile width must agree.
 template <typename real>
 inline real tile_madd(real a, real b, real c) {
-#ifdef __FMA__
+#if defined(__FMA__) || defined(__AVX512F__)
     return std::fma(a, b, c);
 #else
     return c + a * b;

@@ -66,6 +66,11 @@ inline __m512 exp16(__m512 x) {
     return _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);                // NaN     -> NaN
 }
 #endif
+// exp8 / exp16 chosen by the register type, for kernels written once for both widths (layers/simd.h's F8 / F16).
+inline __m256 expv(__m256 x) { return exp8(x); }
+#ifdef __AVX512F__
+inline __m512 expv(__m512 x) { return exp16(x); }
+#endif
 #endif
 
 // x[j] = e^(x[j] − shift) for j < n; returns Σ_j x[j]. The softmax kernel. float with AVX2: 8 lanes at a
