@@ -187,34 +187,40 @@ TEST_CASE("gemm is bit-identical run to run and for any thread count") {
 }
 
 TEST_CASE("gemm: a column of C has the same bits whichever tile computes it (full, half-width, edge)") {
-    // Columns 0..N-1 of C = op(A)·op(B)[:, 0:N] for N = 64 (full tiles only), 48 (full + a half-width panel of 16 on
-    // AVX-512, full + edge on AVX2), 16 (half-width, AVX-512), 8 (half-width, AVX2), 13 and 5 (ragged half-width),
-    // 40 (full + ragged half / full): every element is its own k-order chain, so all must equal the N = 64 columns
-    // bit for bit. M = 29 gives row edges too; K = 801 several K blocks; beta = 1 the accumulating store.
+    // Columns 0..N-1 of C = alpha·op(A)·op(B)[:, 0:N] + beta·C for N = 48, 40, 16, 13, 8, 5 against the same columns of
+    // the N = 64 product (full tiles only): every element is its own k-order chain and the same final store, so all
+    // must be equal bit for bit. The tiles they take (NR = 32, half 16 on AVX-512; NR = 16, half 8 on AVX2 and portable):
+    //   AVX-512: 48 = 32 + half 16; 40 = 32 + ragged half 8; 16 half; 13, 8, 5 ragged half
+    //   AVX2:    48 = 3 full; 40 = 16 + 16 + half 8; 16 full; 13 ragged full; 8 half; 5 ragged half
+    // M = 29 gives row edges too, K = 801 three K blocks (the later ones accumulate); (alpha, beta) = (1, 1), (0.5, -1.5)
+    // and (1, 0) reach the three final stores (C + alpha·acc, alpha·acc + beta·C, alpha·acc without reading C).
+    const float kAB[][2] = {{1.0f, 1.0f}, {0.5f, -1.5f}, {1.0f, 0.0f}};
     for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            CAPTURE(ta);
-            CAPTURE(tb);
-            const int M = 29, K = 801, Nfull = 64;
-            GemmProblem<float> full(ta, tb, M, Nfull, K, 1.0f, 1.0f, 0, 41 + ta * 2 + tb);
-            const std::vector<float> ref = full.run_fast();
-            for (int N : {48, 40, 16, 13, 8, 5}) {
-                CAPTURE(N);
-                // the same A and C; B restricted to its first N columns (op(B) stored (K,N) or (N,K))
-                std::vector<float> Cn((size_t)M * N), Bn((size_t)K * N);
-                for (int i = 0; i < M; i++)
-                    for (int j = 0; j < N; j++) Cn[(size_t)i * N + j] = full.C0[(size_t)i * Nfull + j];
-                for (int k = 0; k < K; k++)
-                    for (int j = 0; j < N; j++)
-                        Bn[tb ? (size_t)j * K + k : (size_t)k * N + j] = full.B[tb ? (size_t)j * K + k : (size_t)k * Nfull + j];
-                gemm<float>(ta, tb, M, N, K, 1.0f, full.A.data(), full.lda, Bn.data(), tb ? K : N, 1.0f, Cn.data(), N);
-                int wrong = 0;
-                for (int i = 0; i < M; i++)
-                    for (int j = 0; j < N; j++)
-                        wrong += std::memcmp(&Cn[(size_t)i * N + j], &ref[(size_t)i * Nfull + j], sizeof(float)) != 0;
-                CHECK(wrong == 0);
+        for (int tb = 0; tb < 2; tb++)
+            for (const auto& ab : kAB) {
+                CAPTURE(ta);
+                CAPTURE(tb);
+                CAPTURE(ab[1]);
+                const int M = 29, K = 801, Nfull = 64;
+                GemmProblem<float> full(ta, tb, M, Nfull, K, ab[0], ab[1], 0, 41 + ta * 2 + tb);
+                const std::vector<float> ref = full.run_fast();
+                for (int N : {48, 40, 16, 13, 8, 5}) {
+                    CAPTURE(N);
+                    // the same A and C; B restricted to its first N columns (op(B) stored (K,N) or (N,K))
+                    std::vector<float> Cn((size_t)M * N), Bn((size_t)K * N);
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++) Cn[(size_t)i * N + j] = full.C0[(size_t)i * Nfull + j];
+                    for (int k = 0; k < K; k++)
+                        for (int j = 0; j < N; j++)
+                            Bn[tb ? (size_t)j * K + k : (size_t)k * N + j] = full.B[tb ? (size_t)j * K + k : (size_t)k * Nfull + j];
+                    gemm<float>(ta, tb, M, N, K, ab[0], full.A.data(), full.lda, Bn.data(), tb ? K : N, ab[1], Cn.data(), N);
+                    int wrong = 0;
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++)
+                            wrong += std::memcmp(&Cn[(size_t)i * N + j], &ref[(size_t)i * Nfull + j], sizeof(float)) != 0;
+                    CHECK(wrong == 0);
+                }
             }
-        }
 }
 
 TEST_CASE("gemm inside an OpenMP parallel region: runs per thread, same bits as outside") {

@@ -12,7 +12,8 @@
 //         for jr in nc step NR               B micro-panel (KC×NR) lives in L1
 //           for ir in mc step MR
 //             micro-kernel: C[ir:ir+MR, jr:jr+NR] (+)= alpha · Ap_panel · Bp_panel
-//                           (AVX-512: 12×32 in 24 zmm accumulators; AVX2: 6×16 in 12 ymm; chosen at compile time)
+//                           (AVX-512: 12×32 in 24 zmm accumulators; AVX2: 6×16 in 12 ymm; chosen at compile time;
+//                            a last panel of at most NR/2 columns: the half tile, 12×16 / 6×8)
 //
 // Packing copies the operands into exactly the order the micro-kernel reads them, so all four transpose
 // combinations cost the same after packing; panels are zero-padded to MR/NR, so the kernel never sees a
@@ -194,7 +195,8 @@ void pack_B(bool transB, const float* B, int ldb, int k0, int j0, int kc, int nc
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Micro-kernel: C (MR,NR) at stride ldc  <-  alpha · Ap (kc,MR)ᵀ-panel · Bp (kc,NR)-panel  (+ beta · C)
+// Micro-kernel: C (MR, NV·VL) at stride ldc  <-  alpha · Ap (kc,MR)ᵀ-panel · Bp (kc, NV·VL) (+ beta · C), where Bp is
+// a packed panel of row stride NR (NV·VL = NR: the full tile; NV·VL = NR/2: the half tile reads its first half).
 // beta_mode: 0 -> C = alpha·acc (C not read), 1 -> C = alpha·acc + C, 2 -> C = alpha·acc + beta·C.
 enum BetaMode { BETA_ZERO = 0, BETA_ONE = 1, BETA_ANY = 2 };
 
