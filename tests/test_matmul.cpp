@@ -223,6 +223,38 @@ TEST_CASE("gemm: a column of C has the same bits whichever tile computes it (ful
             }
 }
 
+TEST_CASE("gemm: a row of C has the same bits whichever row tile computes it (full, 1/3, 2/3, edge)") {
+    // Rows 0..M-1 of C for M = 40, 30, 25, 20, 9, 3 against the same rows of the M = 48 product (full tiles only:
+    // 48 = 4·12 on AVX-512, 8·6 on AVX2). A last row panel of mr < MR rows runs a kernel of mr rounded up to a
+    // multiple of MR/3 rows (4 on AVX-512, 2 on AVX2 and portable):
+    //   AVX-512 (MR = 12): 40 = 36 + 4 (R 4); 30 = 24 + 6 (R 8); 25 = 24 + 1 (R 4); 20 = 12 + 8 (R 8); 9 (R 12); 3 (R 4)
+    //   AVX2    (MR = 6):  40 = 36 + 4 (R 4); 30 = 5·6;          25 = 24 + 1 (R 2); 20 = 18 + 2 (R 2); 9 = 6 + 3 (R 4); 3 (R 4)
+    // N = 70 puts a ragged half tile in every row panel too, K = 801 three K blocks; the three final stores as above.
+    const float kAB[][2] = {{1.0f, 1.0f}, {0.5f, -1.5f}, {1.0f, 0.0f}};
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (const auto& ab : kAB) {
+                CAPTURE(ta);
+                CAPTURE(tb);
+                CAPTURE(ab[1]);
+                const int Mfull = 48, K = 801, N = 70;
+                GemmProblem<float> full(ta, tb, Mfull, N, K, ab[0], ab[1], 0, 53 + ta * 2 + tb);
+                const std::vector<float> ref = full.run_fast();
+                for (int M : {40, 30, 25, 20, 9, 3}) {
+                    CAPTURE(M);
+                    // the same B and C rows; A restricted to its first M rows (op(A) stored (M,K) or (K,M))
+                    std::vector<float> Cm(full.C0.begin(), full.C0.begin() + (size_t)M * N), Am((size_t)M * K);
+                    for (int i = 0; i < M; i++)
+                        for (int k = 0; k < K; k++)
+                            Am[ta ? (size_t)k * M + i : (size_t)i * K + k] = full.A[ta ? (size_t)k * Mfull + i : (size_t)i * K + k];
+                    gemm<float>(ta, tb, M, N, K, ab[0], Am.data(), ta ? M : K, full.B.data(), full.ldb, ab[1], Cm.data(), N);
+                    int wrong = 0;
+                    for (size_t e = 0; e < Cm.size(); e++) wrong += std::memcmp(&Cm[e], &ref[e], sizeof(float)) != 0;
+                    CHECK(wrong == 0);
+                }
+            }
+}
+
 TEST_CASE("gemm inside an OpenMP parallel region: runs per thread, same bits as outside") {
     GemmProblem<float> p(true, false, 97, 203, 150, 0.5f, 0.0f, 1, 31);
     std::vector<float> outside = p.run_fast();

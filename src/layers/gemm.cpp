@@ -17,8 +17,9 @@
 //
 // Packing copies the operands into exactly the order the micro-kernel reads them, so all four transpose
 // combinations cost the same after packing; panels are zero-padded to MR/NR, so the kernel never sees a
-// ragged edge (edge tiles are computed in full into a small buffer and only the valid part is written). A last
-// column panel of at most NR/2 columns goes through the half-width kernel (MR × NR/2), not the full one.
+// ragged edge (edge tiles are computed into a small buffer and only the valid part is written). A last column
+// panel of at most NR/2 columns goes through the half-width kernel (MR × NR/2), not the full one, and a last row
+// panel of mr < MR rows through a kernel of mr rounded up to a multiple of MR/3 rows.
 //
 // Threads: C is cut into a tm×tn grid of rectangles (tm·tn = threads, chosen to balance the work), and
 // each thread runs the five loops above on its own rectangle with its own packing buffers. No two threads
@@ -222,15 +223,16 @@ inline void store_vec(float* c, FV::V acc, FV::V valpha, FV::V vbeta, int beta_m
     else FV::storeu(c, FV::fmadd(valpha, acc, FV::mul(vbeta, FV::loadu(c))));
 }
 
-template <int NV>
+template <int NV, int R = MR>
 void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp, float* C, int ldc, float alpha,
                   float beta, int beta_mode) {
-    FV::V c[MR][NV];  // row r: columns v·VL … v·VL + VL − 1 in c[r][v]
+    static_assert(R >= 1 && R <= MR, "a tile has at most MR rows");
+    FV::V c[R][NV];  // row r: columns v·VL … v·VL + VL − 1 in c[r][v]
 #pragma GCC unroll 12
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) c[r][v] = FV::zero();
-    for (int r = 0; r < MR; r++) {  // the C tile is needed only after the k loop: start fetching it now
+    for (int r = 0; r < R; r++) {  // the C tile is needed only after the k loop: start fetching it now
         _mm_prefetch((const char*)(C + (size_t)r * ldc), _MM_HINT_T0);
         _mm_prefetch((const char*)(C + (size_t)r * ldc + NV * VL - 1), _MM_HINT_T0);
     }
@@ -239,33 +241,33 @@ void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) b[v] = FV::load(Bp + v * VL);
 #pragma GCC unroll 12
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < R; r++) {  // the first R rows of the MR-row panel
             const FV::V a = FV::set1(Ap[r]);
 #pragma GCC unroll 2
             for (int v = 0; v < NV; v++) c[r][v] = FV::fmadd(a, b[v], c[r][v]);
         }
-        Ap += MR;
+        Ap += MR;  // the A panel's row stride is MR whatever R
         Bp += NR;  // the panel's row stride is NR whatever NV: the half tile reads the first VL columns of it
     }
     const FV::V va = FV::set1(alpha), vb = FV::set1(beta);
 #pragma GCC unroll 12
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) store_vec(C + (size_t)r * ldc + v * VL, c[r][v], va, vb, beta_mode);
 }
 #else
 // Portable micro-kernel: the same arithmetic in plain loops (the compiler vectorizes what it can), NV·VL columns.
-template <int NV>
+template <int NV, int R = MR>
 void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp, float* C, int ldc, float alpha,
                   float beta, int beta_mode) {
     constexpr int W = NV * VL;
     // One row of the tile at a time, so its W accumulators fit in registers even with 16 narrow SIMD registers.
     // GCC/Clang vector types make the accumulators registers (SSE2 on any x86-64) without intrinsics.
-    float acc[MR][W];
+    float acc[R][W];
 #if defined(__GNUC__)
     typedef float v4 __attribute__((vector_size(16)));
     static_assert(W % 4 == 0, "whole 4-float vectors");
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < R; r++) {
         v4 s[W / 4] = {};  // columns 0-3, 4-7, …
         for (int k = 0; k < kc; k++) {
             const float a = Ap[k * MR + r];
@@ -278,14 +280,14 @@ void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp
         for (int q = 0; q < W / 4; q++) std::memcpy(&acc[r][4 * q], &s[q], 16);
     }
 #else
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < R; r++)
         for (int c = 0; c < W; c++) {
             float sum = 0;
             for (int k = 0; k < kc; k++) sum += Ap[k * MR + r] * Bp[k * NR + c];
             acc[r][c] = sum;
         }
 #endif
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < R; r++) {
         float* crow = C + (size_t)r * ldc;
         for (int c = 0; c < W; c++) {
             if (beta_mode == BETA_ZERO) crow[c] = alpha * acc[r][c];
@@ -296,19 +298,30 @@ void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp
 }
 #endif
 
-// A ragged tile (mr < MR or nr < NV·VL): run the kernel on a private MR×(NV·VL) buffer (after copying the valid
-// part of C in, unless beta == 0), then write back only the valid part. Same arithmetic as a whole tile.
-template <int NV>
-void edge_kernel(int kc, const float* Ap, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
-                 int beta_mode) {
+// A ragged tile (mr < MR or nr < NV·VL): run a kernel of R = mr rounded up to a multiple of MR/3 rows (a
+// last row panel of 4 rows on AVX-512, e.g. M = 256 = 21·12 + 4, costs 4 rows of work, not 12) on a private
+// R×(NV·VL) buffer (after copying the valid part of C in, unless beta == 0), then write back only the valid part.
+// Same arithmetic as a whole tile: each element's FMA chain over k does not depend on R.
+constexpr int MR3 = MR / 3;  // 4 (AVX-512) or 2 (AVX2 / portable)
+static_assert(MR % 3 == 0, "ragged row panels round up to thirds of MR");
+template <int NV, int R>
+void edge_rows(int kc, const float* Ap, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
+               int beta_mode) {
     constexpr int W = NV * VL;
-    alignas(64) float tile[MR * W] = {};  // (MR, W)
+    alignas(64) float tile[R * W] = {};  // (R, W)
     if (beta_mode != BETA_ZERO)
         for (int r = 0; r < mr; r++)
             for (int c = 0; c < nr; c++) tile[r * W + c] = C[(size_t)r * ldc + c];
-    micro_kernel<NV>(kc, Ap, Bp, tile, W, alpha, beta, beta_mode);
+    micro_kernel<NV, R>(kc, Ap, Bp, tile, W, alpha, beta, beta_mode);
     for (int r = 0; r < mr; r++)
         for (int c = 0; c < nr; c++) C[(size_t)r * ldc + c] = tile[r * W + c];
+}
+template <int NV>
+void edge_kernel(int kc, const float* Ap, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
+                 int beta_mode) {
+    if (mr <= MR3) edge_rows<NV, MR3>(kc, Ap, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+    else if (mr <= 2 * MR3) edge_rows<NV, 2 * MR3>(kc, Ap, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+    else edge_rows<NV, MR>(kc, Ap, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
 }
 
 // ---------------------------------------------------------------------------------------------------------
