@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -358,6 +359,24 @@ TEST_CASE("kernel attention backward's per-row step: the AVX-512 lanes = the pla
             CHECK(za == zb);
             CHECK(da == db);
             CHECK(da != dg0);  // the row was written
+        }
+}
+
+TEST_CASE("kernel attention backward's dden rows: the 8-lane transposed sums = the plain loops, bit for bit (fp32)") {
+    // dden_rows runs whole blocks of 8 rows through 8×8 transposes on AVX2 builds (hs a multiple of 8) and the
+    // reference loops elsewhere; n = 61 leaves a ragged block of 5 rows, hs = 12 takes the reference throughout.
+    Rng r(9);
+    for (int hs : {8, 16, 24, 64, 12})
+        for (int n : {64, 61, 8, 5}) {
+            const int ld = 3 * hs + 4;  // rows of g and out at a stride, as inside (B,T,C)
+            std::vector<float> g((size_t)n * ld), o((size_t)n * ld), dn(n), da(n, -7.0f), db(n, 7.0f);
+            for (auto* v : {&g, &o})
+                for (auto& e : *v) e = (float)r.normal();
+            for (auto& e : dn) e = 0.5f + (float)std::fabs(r.normal());
+            kattn_detail::dden_rows(da.data(), g.data(), o.data(), dn.data(), n, hs, ld);
+            kattn_detail::dden_rows_reference(db.data(), g.data(), o.data(), dn.data(), n, hs, ld);
+            CAPTURE(hs); CAPTURE(n);
+            CHECK(std::memcmp(da.data(), db.data(), sizeof(float) * n) == 0);  // every row written (the fills differ)
         }
 }
 
