@@ -347,8 +347,8 @@ inline void dden_rows_reference(real* dd, const real* g, const real* o, const re
     }
 }
 // The same on float with AVX2 for whole blocks of 8 rows and hs a multiple of 8: the 8 rows in the 8 lanes of one
-// register, 8×8 blocks of g and out transposed (simd.h) so that column c of the block is one vector; s += g_c·o_c
-// as a multiply then an add, c in order — each lane's chain is the reference's, bit for bit (tests). The compiler's
+// register, 8×8 blocks of g and out transposed in registers (simd.h) so that column c of the block is one vector;
+// s += g_c·o_c as a multiply then an add, c in order — each lane's chain is the reference's, bit for bit (tests). The compiler's
 // version of the reference built each vector out of single floats: ~10% of the backward at heads of 16 in perf;
 // in-process alternating timing of kernel_attention_backward (B 1, T 1024, 4 heads of 16, 1 thread, Zen 4): −4–5%.
 template <typename real>
@@ -358,13 +358,13 @@ inline void dden_rows(real* dd, const real* g, const real* o, const real* dn, in
     if constexpr (std::is_same_v<real, float>) {
         if (hs % 8 == 0)
             for (; i0 + 8 <= n; i0 += 8) {
-                alignas(32) float gt8[64], ot8[64], s[8];
+                alignas(32) float s[8];
                 __m256 s8 = _mm256_setzero_ps();
                 for (int c0 = 0; c0 < hs; c0 += 8) {
-                    transpose8x8(gt8, 8, g + (size_t)i0 * ld + c0, ld);
-                    transpose8x8(ot8, 8, o + (size_t)i0 * ld + c0, ld);
-                    for (int j = 0; j < 8; j++)
-                        s8 = _mm256_add_ps(s8, _mm256_mul_ps(_mm256_load_ps(gt8 + 8 * j), _mm256_load_ps(ot8 + 8 * j)));
+                    __m256 gc[8], oc[8];  // columns c0..c0+7 of the 8 rows: gc[j] lane r = g[i0 + r][c0 + j]
+                    transpose8x8_regs(gc, g + (size_t)i0 * ld + c0, ld);
+                    transpose8x8_regs(oc, o + (size_t)i0 * ld + c0, ld);
+                    for (int j = 0; j < 8; j++) s8 = _mm256_add_ps(s8, _mm256_mul_ps(gc[j], oc[j]));
                 }
                 _mm256_store_ps(s, s8);
                 for (int r = 0; r < 8; r++) dd[i0 + r] = -s[r] * (1.0f / dn[i0 + r]);

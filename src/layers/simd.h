@@ -1,5 +1,6 @@
 // simd.h — the project's one include of <immintrin.h> (include it only where __AVX2__ is defined);
-// transpose8x8, the 8×8 float transpose that the GEMM's packing and kernel attention's chunks share, and the
+// transpose8x8, the 8×8 float transpose that the GEMM's packing and kernel attention's chunks share (and its
+// register form transpose8x8_regs, for kernel attention's per-row dot products), and the
 // 4- and 2-row versions the GEMM's A packing also uses; and F8 / F16, one float vector register (ymm / zmm)
 // behind one set of names, so that a kernel written once as a template runs 8 or 16 lanes wide with the same
 // operations lane for lane (the GEMM's micro-kernel, GELU).
@@ -16,9 +17,8 @@
 
 #ifdef __AVX2__
 namespace icl {
-// dst (8,8) = src (8,8)ᵀ through eight ymm registers: src rows at stride lds, dst rows at stride ldd (floats).
-// Used by the GEMM's packing of a transposed B and by kernel attention's chunk transposes.
-inline void transpose8x8(float* dst, size_t ldd, const float* src, size_t lds) {
+// col[j] = column j of src (8,8) (rows at stride lds): the 8×8 transpose, left in eight ymm registers.
+inline void transpose8x8_regs(__m256 (&col)[8], const float* src, size_t lds) {
     const __m256 r0 = _mm256_loadu_ps(src + 0 * lds), r1 = _mm256_loadu_ps(src + 1 * lds);
     const __m256 r2 = _mm256_loadu_ps(src + 2 * lds), r3 = _mm256_loadu_ps(src + 3 * lds);
     const __m256 r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds);
@@ -31,14 +31,21 @@ inline void transpose8x8(float* dst, size_t ldd, const float* src, size_t lds) {
     const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
     const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
     const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(dst + 0 * ldd, _mm256_permute2f128_ps(u0, u4, 0x20));  // join the two 128-bit halves
-    _mm256_storeu_ps(dst + 1 * ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+    col[0] = _mm256_permute2f128_ps(u0, u4, 0x20);  // join the two 128-bit halves
+    col[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    col[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    col[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    col[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    col[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    col[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    col[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+// dst (8,8) = src (8,8)ᵀ through eight ymm registers: src rows at stride lds, dst rows at stride ldd (floats).
+// Used by the GEMM's packing of a transposed B and by kernel attention's chunk transposes.
+inline void transpose8x8(float* dst, size_t ldd, const float* src, size_t lds) {
+    __m256 col[8];
+    transpose8x8_regs(col, src, lds);
+    for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + j * ldd, col[j]);
 }
 
 // dst (8,4) = src (4,8)ᵀ: four rows of 8 floats -> eight rows of 4 (the same unpack/shuffle steps, 128-bit stores).
