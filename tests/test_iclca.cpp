@@ -337,28 +337,49 @@ TEST_CASE("kernel attention's chunk transpose: 8x8 register blocks = element cop
         }
 }
 
-#ifdef __AVX512F__
-constexpr bool kKattnAvx512 = true;
+#ifdef ICL_VMATH_AVX2
+constexpr bool kKattnVec = true;
 #else
-constexpr bool kKattnAvx512 = false;  // an AVX2 (or plainer) build runs the plain loops only: nothing to compare
+constexpr bool kKattnVec = false;  // a build without AVX2+FMA runs the plain loops only: nothing to compare
 #endif
-TEST_CASE("kernel attention backward's per-row step: the AVX-512 lanes = the plain loops, bit for bit (fp32, both sweeps)" *
-          doctest::skip(!kKattnAvx512)) {
+
+TEST_CASE("kernel attention backward's per-row step: the 16- and 8-lane forms = the plain loops, bit for bit (fp32, both sweeps)" *
+          doctest::skip(!kKattnVec)) {
+    // bwd_row itself (the widest form m allows: m = 8, 24 take 8 lanes on every vector build) and, explicitly,
+    // each width the build has against bwd_row_reference; bytes compared, so −0 vs +0 would count.
     Rng r(8);
-    for (int m : {16, 64})
+    for (int m : {8, 16, 24, 64})
         for (bool reverse : {false, true}) {
             std::vector<float> x(m), ft(m), zt(m), gt(m), tb(m), z0(m), dg0(m);
             for (auto* v : {&x, &ft, &zt, &gt, &z0, &dg0})
                 for (auto& e : *v) e = (float)r.normal();
             rope_table(tb.data(), 37.0, m);
             const float dd = (float)r.normal();
-            std::vector<float> za = z0, zb = z0, da = dg0, db = dg0;
-            kattn_detail::bwd_row(reverse, da.data(), za.data(), x.data(), ft.data(), zt.data(), gt.data(), tb.data(), dd, m);
+            std::vector<float> zb = z0, db = dg0;
             kattn_detail::bwd_row_reference(reverse, db.data(), zb.data(), x.data(), ft.data(), zt.data(), gt.data(), tb.data(), dd, m);
+            auto same = [&](const std::vector<float>& a, const std::vector<float>& b) {
+                return std::memcmp(a.data(), b.data(), sizeof(float) * m) == 0;
+            };
             CAPTURE(m); CAPTURE(reverse);
-            CHECK(za == zb);
-            CHECK(da == db);
-            CHECK(da != dg0);  // the row was written
+            CHECK(!same(db, dg0));  // the row was written
+            std::vector<float> za = z0, da = dg0;
+            kattn_detail::bwd_row(reverse, da.data(), za.data(), x.data(), ft.data(), zt.data(), gt.data(), tb.data(), dd, m);
+            CHECK(same(za, zb));
+            CHECK(same(da, db));
+#ifdef ICL_VMATH_AVX2
+            std::vector<float> z8 = z0, d8 = dg0;
+            kattn_detail::bwd_row_v<F8>(reverse, d8.data(), z8.data(), x.data(), ft.data(), zt.data(), gt.data(), tb.data(), dd, m);
+            CHECK(same(z8, zb));
+            CHECK(same(d8, db));
+#endif
+#ifdef __AVX512F__
+            if (m % 16 == 0) {
+                std::vector<float> z16 = z0, d16 = dg0;
+                kattn_detail::bwd_row_v<F16>(reverse, d16.data(), z16.data(), x.data(), ft.data(), zt.data(), gt.data(), tb.data(), dd, m);
+                CHECK(same(z16, zb));
+                CHECK(same(d16, db));
+            }
+#endif
         }
 }
 

@@ -272,12 +272,14 @@ inline void chunk_denominators(real* dn, real* z, const real* A, const real* Cf,
 // sweep) or dĉ (reverse sweep), tb = the row's RoPE table [cos | sin]:
 //   forward sweep:  z ← z + c_t;  da = Rᵀ x + z·dd;  dq_t += φ'(q_t) da
 //   reverse sweep:  z ← z + a_t·dd;  dc = Rᵀ x + z;  dk_t += φ'(k_t) dc
-// The plain loops are the definition; on float with AVX-512 and m a multiple of 16 the same operations run 16
-// lanes at a time (Rᵀx as x·[c,c] + swap(x)·[s,−s]: the loops' x0·c − x1·(−s) and x0·(−s) + x1·c, bit for bit),
-// instead of the compiler's version of the loops inside the backward's large body, which spilled (a throwaway
-// program timing kernel_attention_backward at B = 1, T = 1024, 1 thread, Zen 5, medians of 9–15 alternating runs:
-// 3.67 → 3.35 ms with heads of 64, 0.69 → 0.63 ms with heads of 16).
-// The definition: the plain loops (also what double, AVX2 and head sizes not a multiple of 16 run).
+// The plain loops are the definition; on float the same operations run 16 lanes at a time with AVX-512 (m a
+// multiple of 16) or 8 with AVX2 (m a multiple of 8), one template over simd.h's F16 / F8 (Rᵀx as x·[c,c] +
+// swap(x)·[s,−s]: the loops' x0·c − x1·(−s) and x0·(−s) + x1·c, bit for bit), instead of the compiler's version of
+// the loops inside the backward's large body, which spilled (a throwaway program timing kernel_attention_backward
+// at B = 1, T = 1024, 1 thread, Zen 5, medians of 9–15 alternating runs, AVX-512: 3.67 → 3.35 ms with heads of 64,
+// 0.69 → 0.63 ms with heads of 16; the 8-lane form, `-mavx2 -mfma` build on a Zen 4, the reference loops and it
+// alternating call by call, medians of 3 × 101–201: heads of 16 1.88–2.08 → 1.71–1.88 ms, of 64 1.72–2.08 → 1.68–1.98).
+// The definition: the plain loops (also what double, the portable build and other head sizes run).
 template <typename real>
 inline void bwd_row_reference(bool reverse,
                               real* dgt,        // (m)  dq_t (forward sweep) or dk_t (reverse), ACCUMULATED
@@ -297,38 +299,43 @@ inline void bwd_row_reference(bool reverse,
     }
     for (int c = 0; c < m; c++) dgt[c] += kattn_dphi(gt[c], ft[c]) * d[c];
 }
-// The same, 16 lanes at a time on float with AVX-512 (the tests compare it with bwd_row_reference bit for bit);
-// the arguments are bwd_row_reference's.
+#ifdef ICL_VMATH_AVX2
+// The same, F::L lanes at a time on float (F = F16, AVX-512 zmm, or F8, AVX2 ymm, of simd.h; m a multiple of F::L;
+// the tests compare both widths with bwd_row_reference bit for bit). The arguments are bwd_row_reference's.
+template <typename F>
+inline void bwd_row_v(bool reverse, float* dgt, float* z, const float* x, const float* ft, const float* zt,
+                      const float* gt, const float* tb, float dd, int m) {
+    static const float kSign[16] = {1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1};
+    const int h = m / 2;
+    const typename F::V sgn = F::loadu(kSign), vdd = F::set1(dd), one = F::set1(1.0f);  // sgn·s = [s, −s] pairs
+    for (int i = 0; i < m; i += F::L) {  // lanes i..i+L−1 = pairs i/2..i/2+L/2−1
+        const typename F::V c = F::dup_half(tb + i / 2), sn = F::mul(sgn, F::dup_half(tb + h + i / 2));
+        const typename F::V xv = F::loadu(x + i);
+        const typename F::V r = F::add(F::mul(xv, c), F::mul(F::swap_pairs(xv), sn));  // Rᵀ x
+        typename F::V zv = F::loadu(z + i), d;
+        if (!reverse) {
+            zv = F::add(zv, F::loadu(zt + i));
+            d = F::add(r, F::mul(zv, vdd));
+        } else {
+            zv = F::add(zv, F::mul(F::loadu(zt + i), vdd));
+            d = F::add(r, zv);
+        }
+        F::storeu(z + i, zv);
+        const typename F::V dphi = F::select_gt0(F::loadu(gt + i), one, F::loadu(ft + i));  // φ'(g) = 1 (g > 0) or φ(g)
+        F::storeu(dgt + i, F::add(F::loadu(dgt + i), F::mul(dphi, d)));
+    }
+}
+#endif
+// The per-row step the backward runs: the widest register the head size fills, else the plain loops.
 template <typename real>
 inline void bwd_row(bool reverse, real* dgt, real* z, const real* x, const real* ft, const real* zt, const real* gt,
                     const real* tb, real dd, int m) {
-#ifdef __AVX512F__
+#ifdef ICL_VMATH_AVX2
     if constexpr (std::is_same_v<real, float>) {
-        if (m % 16 == 0) {
-            const int h = m / 2;
-            const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-            const __m512 sgn = _mm512_set_ps(-1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1);  // [s, −s] pairs
-            const __m512 vdd = _mm512_set1_ps(dd), zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-            for (int i = 0; i < m; i += 16) {  // lanes i..i+15 = pairs i/2..i/2+7
-                const __m512 c = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(tb + i / 2)));
-                const __m512 sn = _mm512_mul_ps(sgn, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(tb + h + i / 2))));
-                const __m512 xv = _mm512_loadu_ps(x + i);
-                const __m512 r = _mm512_add_ps(_mm512_mul_ps(xv, c), _mm512_mul_ps(_mm512_permute_ps(xv, 0xB1), sn));  // Rᵀ x
-                __m512 zv = _mm512_loadu_ps(z + i), d;
-                if (!reverse) {
-                    zv = _mm512_add_ps(zv, _mm512_loadu_ps(zt + i));
-                    d = _mm512_add_ps(r, _mm512_mul_ps(zv, vdd));
-                } else {
-                    zv = _mm512_add_ps(zv, _mm512_mul_ps(_mm512_loadu_ps(zt + i), vdd));
-                    d = _mm512_add_ps(r, zv);
-                }
-                _mm512_storeu_ps(z + i, zv);
-                const __m512 g = _mm512_loadu_ps(gt + i);
-                const __m512 dphi = _mm512_mask_mov_ps(_mm512_loadu_ps(ft + i), _mm512_cmp_ps_mask(g, zero, _CMP_GT_OQ), one);
-                _mm512_storeu_ps(dgt + i, _mm512_add_ps(_mm512_loadu_ps(dgt + i), _mm512_mul_ps(dphi, d)));
-            }
-            return;
-        }
+#ifdef __AVX512F__
+        if (m % 16 == 0) return bwd_row_v<F16>(reverse, dgt, z, x, ft, zt, gt, tb, dd, m);
+#endif
+        if (m % 8 == 0) return bwd_row_v<F8>(reverse, dgt, z, x, ft, zt, gt, tb, dd, m);
     }
 #endif
     bwd_row_reference(reverse, dgt, z, x, ft, zt, gt, tb, dd, m);

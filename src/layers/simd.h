@@ -85,7 +85,8 @@ inline void transpose2x8(float* dst, size_t ldd, const float* src, size_t lds) {
 
 #ifdef __FMA__
 // F::V the register, F::L its lanes; aligned load, unaligned loadu / storeu, and the lane-wise operations
-// (fmadd(a, b, c) = a·b + c rounded once).
+// (fmadd(a, b, c) = a·b + c rounded once); for RoPE's pairs swap_pairs and dup_half (L/2 floats, each twice), and
+// select_gt0(g, a, b) = g > 0 ? a : b lane by lane.
 struct F8 {
     using V = __m256;
     static constexpr int L = 8;
@@ -99,6 +100,11 @@ struct F8 {
     static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
     static V div(V a, V b) { return _mm256_div_ps(a, b); }
     static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+    static V swap_pairs(V x) { return _mm256_permute_ps(x, 0xB1); }  // (x1, x0, x3, x2, …)
+    static V dup_half(const float* p) {  // (p0, p0, p1, p1, …): L/2 floats, each twice
+        return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
+    }
+    static V select_gt0(V g, V a, V b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(g, zero(), _CMP_GT_OQ)); }  // g > 0 ? a : b
 };
 #ifdef __AVX512F__
 struct F16 {
@@ -114,6 +120,12 @@ struct F16 {
     static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
     static V div(V a, V b) { return _mm512_div_ps(a, b); }
     static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+    static V swap_pairs(V x) { return _mm512_permute_ps(x, 0xB1); }
+    static V dup_half(const float* p) {
+        return _mm512_permutexvar_ps(_mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+                                     _mm512_castps256_ps512(_mm256_loadu_ps(p)));
+    }
+    static V select_gt0(V g, V a, V b) { return _mm512_mask_mov_ps(b, _mm512_cmp_ps_mask(g, zero(), _CMP_GT_OQ), a); }
 };
 #endif
 #endif
