@@ -106,7 +106,8 @@ struct F8 {
     }
     static V select_gt0(V g, V a, V b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(g, zero(), _CMP_GT_OQ)); }  // g > 0 ? a : b
 };
-#ifdef __AVX512F__
+#endif
+#ifdef __AVX512F__  // AVX-512F has its own fma instructions: F16 needs no -mfma
 struct F16 {
     using V = __m512;
     static constexpr int L = 16;
@@ -127,7 +128,6 @@ struct F16 {
     }
     static V select_gt0(V g, V a, V b) { return _mm512_mask_mov_ps(b, _mm512_cmp_ps_mask(g, zero(), _CMP_GT_OQ), a); }
 };
-#endif
 #endif
 }  // namespace icl
 #endif

@@ -25,7 +25,7 @@ namespace kattn_detail {
 // per row) stays in registers while k runs; A is read in place (one broadcast per row and k), B rows in place
 // (ldb may be a stride, e.g. v inside qkv). With AVX-512 a tile is two such column blocks wide (MM_WIDE = 2)
 // wherever both are wanted: 16 accumulators instead of 8, and one broadcast of A feeds two multiply-adds instead of
-// one (wide tiles plus the intrinsics tiles below: with a throwaway program timing kernel_attention_forward/backward
+// one (wide tiles plus the vector-register tiles below: with a throwaway program timing kernel_attention_forward/backward
 // at B = 1, T = 1024, 4 heads of 64, 1 thread, Zen 5, medians of 15 alternating runs, forward 1.52 → 1.29 ms,
 // backward 4.19 → 3.67 ms; heads of 16, whose k = 16 products stay narrow: within noise; `iclca bench` numbers in
 // docs/benchmarks.md). Every C element is the same chain c = fma(a_k, b_k, c), k in order, whatever the tile width
@@ -51,7 +51,7 @@ constexpr int MM_WIDE = 1;
 enum class Tri { full, lower_cols, upper_cols, lower_k, upper_k };
 // c + a·b for the tiles: one fma where the build has fused multiply-add instructions, else a multiply and an add (see
 // above). AVX-512F has its own (EVEX) fma instructions, so g++ inlines std::fma under -mavx512f even without -mfma,
-// where it defines no __FMA__: the AVX-512 intrinsics tiles use fma there too, and every tile width must agree.
+// where it defines no __FMA__: the AVX-512 vector tiles use fma there too, and every tile width must agree.
 template <typename real>
 inline real tile_madd(real a, real b, real c) {
 #if defined(__FMA__) || defined(__AVX512F__)
@@ -60,38 +60,47 @@ inline real tile_madd(real a, real b, real c) {
     return c + a * b;
 #endif
 }
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define ICL_TILE_VEC 1
 #ifdef __AVX512F__
-// mm_tile's tiles (below) for float, with AVX-512 intrinsics: the same operations (c = fma(a, b, c), k in order, so
-// the same bits as the loops' tile_madd, an fma there), but the MM_RB × NV accumulators pinned in registers — g++ kept part of the
-// generic loops' tile on the stack. (Until commit 034dcdf these were a multiply then an add, which the build's
-// -ffp-contract=off keeps apart: one FMA instead of two instructions per term made the kernel-LM's heads of 64
-// faster — numbers in docs/benchmarks.md.)
+using TileF = F16;  // one zmm per 16 columns (AVX-512F's own fma: also under -mavx512f without -mfma)
+#else
+using TileF = F8;   // one ymm per 8 columns
+#endif
+// mm_tile's tiles (below) for float in vector registers, one template for both ISAs over simd.h's F16 / F8: the same
+// operations (c = fma(a, b, c), k in order, so the same bits as the loops' tile_madd, an fma there), but the
+// MM_RB × NV accumulators pinned in registers — g++ kept part of the generic loops' tile on the stack (AVX2 too:
+// perf put ~13% of kernel attention's backward at heads of 16 on the generic tile's loads, stores and selects).
+// (Until commit 034dcdf the AVX-512 tiles were a multiply then an add, which the build's -ffp-contract=off keeps
+// apart: one FMA instead of two instructions per term made the kernel-LM's heads of 64 faster — numbers in
+// docs/benchmarks.md.)
 template <int NV>
-inline void mm_tile_f32_avx512(int i0, int j0, int kbeg, int kend, const float* A, int lda, const float* B, int ldb, float* C,
-                               int ldc, bool accumulate) {
-    __m512 c[MM_RB][NV];
+inline void mm_tile_vec(int i0, int j0, int kbeg, int kend, const float* A, int lda, const float* B, int ldb, float* C,
+                        int ldc, bool accumulate) {
+    using F = TileF;
+    typename F::V c[MM_RB][NV];
 #pragma GCC unroll 8
     for (int r = 0; r < MM_RB; r++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int v = 0; v < NV; v++)
-            c[r][v] = accumulate ? _mm512_loadu_ps(C + (size_t)(i0 + r) * ldc + j0 + 16 * v) : _mm512_setzero_ps();
+            c[r][v] = accumulate ? F::loadu(C + (size_t)(i0 + r) * ldc + j0 + F::L * v) : F::zero();
     const float* a = A + (size_t)i0 * lda;
     for (int k = kbeg; k < kend; k++) {
         const float* b = B + (size_t)k * ldb + j0;
-        __m512 bv[NV];
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(b + 16 * v);
+        typename F::V bv[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) bv[v] = F::loadu(b + F::L * v);
 #pragma GCC unroll 8
         for (int r = 0; r < MM_RB; r++) {
-            const __m512 ar = _mm512_set1_ps(a[(size_t)r * lda + k]);
-#pragma GCC unroll 2
-            for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(ar, bv[v], c[r][v]);
+            const typename F::V ar = F::set1(a[(size_t)r * lda + k]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) c[r][v] = F::fmadd(ar, bv[v], c[r][v]);
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MM_RB; r++)
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) _mm512_storeu_ps(C + (size_t)(i0 + r) * ldc + j0 + 16 * v, c[r][v]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) F::storeu(C + (size_t)(i0 + r) * ldc + j0 + F::L * v, c[r][v]);
 }
 #endif
 // One full MM_RB×W tile of C (W = CB or MM_WIDE·CB columns) over k in [kbeg, kend): fixed trip counts, so the
@@ -99,9 +108,9 @@ inline void mm_tile_f32_avx512(int i0, int j0, int kbeg, int kend, const float* 
 template <int W, typename real>
 inline void mm_tile(int i0, int j0, int kbeg, int kend, const real* A, int lda, const real* B, int ldb, real* C, int ldc,
                     bool accumulate) {
-#ifdef __AVX512F__
-    if constexpr (std::is_same_v<real, float> && W % 16 == 0) {  // the intrinsics tile above, same bits
-        mm_tile_f32_avx512<W / 16>(i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
+#ifdef ICL_TILE_VEC
+    if constexpr (std::is_same_v<real, float> && W % TileF::L == 0) {  // the vector tile above, same bits
+        mm_tile_vec<W / TileF::L>(i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
         return;
     }
 #endif
