@@ -186,14 +186,10 @@ TEST_CASE("gemm is bit-identical run to run and for any thread count") {
     set_threads(nt);
 }
 
-TEST_CASE("gemm: a column of C has the same bits whichever tile computes it (full, half-width, edge)") {
-    // Columns 0..N-1 of C = alpha·op(A)·op(B)[:, 0:N] + beta·C for N = 48, 40, 16, 13, 8, 5 against the same columns of
-    // the N = 64 product (full tiles only): every element is its own k-order chain and the same final store, so all
-    // must be equal bit for bit. The tiles they take (NR = 32, half 16 on AVX-512; NR = 16, half 8 on AVX2 and portable):
-    //   AVX-512: 48 = 32 + half 16; 40 = 32 + ragged half 8; 16 half; 13, 8, 5 ragged half
-    //   AVX2:    48 = 3 full; 40 = 16 + 16 + half 8; 16 full; 13 ragged full; 8 half; 5 ragged half
-    // M = 29 gives row edges too, K = 801 three K blocks (the later ones accumulate); (alpha, beta) = (1, 1), (0.5, -1.5)
-    // and (1, 0) reach the three final stores (C + alpha·acc, alpha·acc + beta·C, alpha·acc without reading C).
+// Runs fn(ta, tb, alpha, beta) for the four transpose cases × (alpha, beta) = (1, 1), (0.5, -1.5), (1, 0): the three
+// final stores of a tile (C + alpha·acc, alpha·acc + beta·C, alpha·acc without reading C).
+template <typename Fn>
+void each_transpose_and_store(Fn fn) {
     const float kAB[][2] = {{1.0f, 1.0f}, {0.5f, -1.5f}, {1.0f, 0.0f}};
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++)
@@ -201,26 +197,41 @@ TEST_CASE("gemm: a column of C has the same bits whichever tile computes it (ful
                 CAPTURE(ta);
                 CAPTURE(tb);
                 CAPTURE(ab[1]);
-                const int M = 29, K = 801, Nfull = 64;
-                GemmProblem<float> full(ta, tb, M, Nfull, K, ab[0], ab[1], 0, 41 + ta * 2 + tb);
-                const std::vector<float> ref = full.run_fast();
-                for (int N : {48, 40, 16, 13, 8, 5}) {
-                    CAPTURE(N);
-                    // the same A and C; B restricted to its first N columns (op(B) stored (K,N) or (N,K))
-                    std::vector<float> Cn((size_t)M * N), Bn((size_t)K * N);
-                    for (int i = 0; i < M; i++)
-                        for (int j = 0; j < N; j++) Cn[(size_t)i * N + j] = full.C0[(size_t)i * Nfull + j];
-                    for (int k = 0; k < K; k++)
-                        for (int j = 0; j < N; j++)
-                            Bn[tb ? (size_t)j * K + k : (size_t)k * N + j] = full.B[tb ? (size_t)j * K + k : (size_t)k * Nfull + j];
-                    gemm<float>(ta, tb, M, N, K, ab[0], full.A.data(), full.lda, Bn.data(), tb ? K : N, ab[1], Cn.data(), N);
-                    int wrong = 0;
-                    for (int i = 0; i < M; i++)
-                        for (int j = 0; j < N; j++)
-                            wrong += std::memcmp(&Cn[(size_t)i * N + j], &ref[(size_t)i * Nfull + j], sizeof(float)) != 0;
-                    CHECK(wrong == 0);
-                }
+                fn(ta != 0, tb != 0, ab[0], ab[1]);
             }
+}
+// Bytes of C (rows, cols at stride ldc) against ref (stride ldr): the number of elements that differ.
+static int count_unequal(const std::vector<float>& C, int ldc, const std::vector<float>& ref, int ldr, int rows, int cols) {
+    int wrong = 0;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) wrong += std::memcmp(&C[(size_t)i * ldc + j], &ref[(size_t)i * ldr + j], sizeof(float)) != 0;
+    return wrong;
+}
+
+TEST_CASE("gemm: a column of C has the same bits whichever tile computes it (full, half-width, edge)") {
+    // Columns 0..N-1 of C = alpha·op(A)·op(B)[:, 0:N] + beta·C for N = 48, 40, 16, 13, 8, 5 against the same columns of
+    // the N = 64 product (full tiles only): every element is its own k-order chain and the same final store, so all
+    // must be equal bit for bit. The tiles they take (NR = 32, half 16 on AVX-512; NR = 16, half 8 on AVX2 and portable):
+    //   AVX-512: 48 = 32 + half 16; 40 = 32 + ragged half 8; 16 half; 13, 8, 5 ragged half
+    //   AVX2:    48 = 3 full; 40 = 16 + 16 + half 8; 16 full; 13 ragged full; 8 half; 5 ragged half
+    // M = 29 gives row edges too, K = 801 three K blocks (the later ones accumulate).
+    each_transpose_and_store([](bool ta, bool tb, float alpha, float beta) {
+        const int M = 29, K = 801, Nfull = 64;
+        GemmProblem<float> full(ta, tb, M, Nfull, K, alpha, beta, 0, 41 + ta * 2 + tb);
+        const std::vector<float> ref = full.run_fast();
+        for (int N : {48, 40, 16, 13, 8, 5}) {
+            CAPTURE(N);
+            // the same A and C; B restricted to its first N columns (op(B) stored (K,N) or (N,K))
+            std::vector<float> Cn((size_t)M * N), Bn((size_t)K * N);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) Cn[(size_t)i * N + j] = full.C0[(size_t)i * Nfull + j];
+            for (int k = 0; k < K; k++)
+                for (int j = 0; j < N; j++)
+                    Bn[tb ? (size_t)j * K + k : (size_t)k * N + j] = full.B[tb ? (size_t)j * K + k : (size_t)k * Nfull + j];
+            gemm<float>(ta, tb, M, N, K, alpha, full.A.data(), full.lda, Bn.data(), tb ? K : N, beta, Cn.data(), N);
+            CHECK(count_unequal(Cn, N, ref, Nfull, M, N) == 0);
+        }
+    });
 }
 
 TEST_CASE("gemm: a row of C has the same bits whichever row tile computes it (full, 1/3, 2/3, edge)") {
@@ -229,30 +240,22 @@ TEST_CASE("gemm: a row of C has the same bits whichever row tile computes it (fu
     // multiple of MR/3 rows (4 on AVX-512, 2 on AVX2 and portable):
     //   AVX-512 (MR = 12): 40 = 36 + 4 (R 4); 30 = 24 + 6 (R 8); 25 = 24 + 1 (R 4); 20 = 12 + 8 (R 8); 9 (R 12); 3 (R 4)
     //   AVX2    (MR = 6):  40 = 36 + 4 (R 4); 30 = 5·6;          25 = 24 + 1 (R 2); 20 = 18 + 2 (R 2); 9 = 6 + 3 (R 4); 3 (R 4)
-    // N = 70 puts a ragged half tile in every row panel too, K = 801 three K blocks; the three final stores as above.
-    const float kAB[][2] = {{1.0f, 1.0f}, {0.5f, -1.5f}, {1.0f, 0.0f}};
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++)
-            for (const auto& ab : kAB) {
-                CAPTURE(ta);
-                CAPTURE(tb);
-                CAPTURE(ab[1]);
-                const int Mfull = 48, K = 801, N = 70;
-                GemmProblem<float> full(ta, tb, Mfull, N, K, ab[0], ab[1], 0, 53 + ta * 2 + tb);
-                const std::vector<float> ref = full.run_fast();
-                for (int M : {40, 30, 25, 20, 9, 3}) {
-                    CAPTURE(M);
-                    // the same B and C rows; A restricted to its first M rows (op(A) stored (M,K) or (K,M))
-                    std::vector<float> Cm(full.C0.begin(), full.C0.begin() + (size_t)M * N), Am((size_t)M * K);
-                    for (int i = 0; i < M; i++)
-                        for (int k = 0; k < K; k++)
-                            Am[ta ? (size_t)k * M + i : (size_t)i * K + k] = full.A[ta ? (size_t)k * Mfull + i : (size_t)i * K + k];
-                    gemm<float>(ta, tb, M, N, K, ab[0], Am.data(), ta ? M : K, full.B.data(), full.ldb, ab[1], Cm.data(), N);
-                    int wrong = 0;
-                    for (size_t e = 0; e < Cm.size(); e++) wrong += std::memcmp(&Cm[e], &ref[e], sizeof(float)) != 0;
-                    CHECK(wrong == 0);
-                }
-            }
+    // N = 70 puts a ragged half tile in every row panel too, K = 801 three K blocks.
+    each_transpose_and_store([](bool ta, bool tb, float alpha, float beta) {
+        const int Mfull = 48, K = 801, N = 70;
+        GemmProblem<float> full(ta, tb, Mfull, N, K, alpha, beta, 0, 53 + ta * 2 + tb);
+        const std::vector<float> ref = full.run_fast();
+        for (int M : {40, 30, 25, 20, 9, 3}) {
+            CAPTURE(M);
+            // the same B and C rows; A restricted to its first M rows (op(A) stored (M,K) or (K,M))
+            std::vector<float> Cm(full.C0.begin(), full.C0.begin() + (size_t)M * N), Am((size_t)M * K);
+            for (int i = 0; i < M; i++)
+                for (int k = 0; k < K; k++)
+                    Am[ta ? (size_t)k * M + i : (size_t)i * K + k] = full.A[ta ? (size_t)k * Mfull + i : (size_t)i * K + k];
+            gemm<float>(ta, tb, M, N, K, alpha, Am.data(), ta ? M : K, full.B.data(), full.ldb, beta, Cm.data(), N);
+            CHECK(count_unequal(Cm, N, ref, N, M, N) == 0);
+        }
+    });
 }
 
 TEST_CASE("gemm inside an OpenMP parallel region: runs per thread, same bits as outside") {
