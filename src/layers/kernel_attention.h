@@ -274,12 +274,13 @@ inline void chunk_denominators(real* dn, real* z, const real* A, const real* Cf,
 //   reverse sweep:  z ← z + a_t·dd;  dc = Rᵀ x + z;  dk_t += φ'(k_t) dc
 // The plain loops are the definition; on float the same operations run 16 lanes at a time with AVX-512 (m a
 // multiple of 16) or 8 with AVX2 (m a multiple of 8), one template over simd.h's F16 / F8 (Rᵀx as x·[c,c] +
-// swap(x)·[s,−s]: the loops' x0·c − x1·(−s) and x0·(−s) + x1·c, bit for bit), instead of the compiler's version of
-// the loops inside the backward's large body, which spilled (a throwaway program timing kernel_attention_backward
-// at B = 1, T = 1024, 1 thread, Zen 5, medians of 9–15 alternating runs, AVX-512: 3.67 → 3.35 ms with heads of 64,
-// 0.69 → 0.63 ms with heads of 16; the 8-lane form, `-mavx2 -mfma` build on a Zen 4, the reference loops and it
-// alternating call by call, medians of 3 × 101–201: heads of 16 1.88–2.08 → 1.71–1.88 ms, of 64 1.72–2.08 → 1.68–1.98).
-// The definition: the plain loops (also what double, the portable build and other head sizes run).
+// swap(x)·[s,−s]: the loops' x0·c − x1·(−s) and x0·(−s) + x1·c, bit for bit), instead of the compiler's version
+// of the loops inside the backward's large body, which spilled. A throwaway program timing
+// kernel_attention_backward at B = 1, T = 1024, 1 thread: AVX-512 on a Zen 5, medians of 9–15 alternating runs,
+// 3.67 → 3.35 ms with heads of 64, 0.69 → 0.63 ms with heads of 16; the 8-lane form in the `-mavx2 -mfma` build on
+// a Zen 4, the reference loops and it alternating call by call, medians of 3 × 101–201, heads of 16
+// 1.88–2.08 → 1.71–1.88 ms, of 64 1.72–2.08 → 1.68–1.98 ms.
+// The definition: the plain loops (also what double, builds without AVX2+FMA or AVX-512 and other head sizes run).
 template <typename real>
 inline void bwd_row_reference(bool reverse,
                               real* dgt,        // (m)  dq_t (forward sweep) or dk_t (reverse), ACCUMULATED
@@ -299,9 +300,10 @@ inline void bwd_row_reference(bool reverse,
     }
     for (int c = 0; c < m; c++) dgt[c] += kattn_dphi(gt[c], ft[c]) * d[c];
 }
-#ifdef ICL_VMATH_AVX2
+#if defined(ICL_VMATH_AVX2) || defined(__AVX512F__)
 // The same, F::L lanes at a time on float (F = F16, AVX-512 zmm, or F8, AVX2 ymm, of simd.h; m a multiple of F::L;
-// the tests compare both widths with bwd_row_reference bit for bit). The arguments are bwd_row_reference's.
+// no fma, so F16 needs only -mavx512f; the tests compare both widths with bwd_row_reference bit for bit). The
+// arguments are bwd_row_reference's.
 template <typename F>
 inline void bwd_row_v(bool reverse, float* dgt, float* z, const float* x, const float* ft, const float* zt,
                       const float* gt, const float* tb, float dd, int m) {
@@ -321,7 +323,8 @@ inline void bwd_row_v(bool reverse, float* dgt, float* z, const float* x, const 
             d = F::add(r, zv);
         }
         F::storeu(z + i, zv);
-        const typename F::V dphi = F::select_gt0(F::loadu(gt + i), one, F::loadu(ft + i));  // φ'(g) = 1 (g > 0) or φ(g)
+        // φ'(g) = 1 where g > 0, else φ(g)
+        const typename F::V dphi = F::select_gt0(F::loadu(gt + i), one, F::loadu(ft + i));
         F::storeu(dgt + i, F::add(F::loadu(dgt + i), F::mul(dphi, d)));
     }
 }
@@ -330,18 +333,18 @@ inline void bwd_row_v(bool reverse, float* dgt, float* z, const float* x, const 
 template <typename real>
 inline void bwd_row(bool reverse, real* dgt, real* z, const real* x, const real* ft, const real* zt, const real* gt,
                     const real* tb, real dd, int m) {
-#ifdef ICL_VMATH_AVX2
     if constexpr (std::is_same_v<real, float>) {
 #ifdef __AVX512F__
         if (m % 16 == 0) return bwd_row_v<F16>(reverse, dgt, z, x, ft, zt, gt, tb, dd, m);
 #endif
+#ifdef ICL_VMATH_AVX2
         if (m % 8 == 0) return bwd_row_v<F8>(reverse, dgt, z, x, ft, zt, gt, tb, dd, m);
-    }
 #endif
+    }
     bwd_row_reference(reverse, dgt, z, x, ft, zt, gt, tb, dd, m);
 }
-// dden_t = −(g_t·out_t) / den_t for the n rows of a chunk (g = dout, o = out, both at row stride ld): g_t·out_t is a
-// plain sum over c, a multiply then an add per term, c in order. The definition's loops run 8 rows side by side
+// dden_t = −(g_t·out_t) / den_t for the n rows of a chunk (g = dout, o = out, both at row stride ld): g_t·out_t is
+// a plain sum over c, a multiply then an add per term, c in order. The definition's loops run 8 rows side by side
 // (8 independent chains; perf put ~8% of the backward on one row's chain of hs dependent adds).
 template <typename real>
 inline void dden_rows_reference(real* dd, const real* g, const real* o, const real* dn, int n, int hs, int ld) {
@@ -355,9 +358,10 @@ inline void dden_rows_reference(real* dd, const real* g, const real* o, const re
 }
 // The same on float with AVX2 for whole blocks of 8 rows and hs a multiple of 8: the 8 rows in the 8 lanes of one
 // register, 8×8 blocks of g and out transposed in registers (simd.h) so that column c of the block is one vector;
-// s += g_c·o_c as a multiply then an add, c in order — each lane's chain is the reference's, bit for bit (tests). The compiler's
-// version of the reference built each vector out of single floats: ~10% of the backward at heads of 16 in perf;
-// in-process alternating timing of kernel_attention_backward (B 1, T 1024, 4 heads of 16, 1 thread, Zen 4): −4–5%.
+// s += g_c·o_c as a multiply then an add, c in order: each lane's chain is the reference's, bit for bit (tests).
+// The compiler's version of the reference built each vector out of single floats: ~10% of the backward at heads
+// of 16 in perf; in-process alternating timing of kernel_attention_backward (B 1, T 1024, 4 heads of 16, 1 thread,
+// Zen 4): −4–7%.
 template <typename real>
 inline void dden_rows(real* dd, const real* g, const real* o, const real* dn, int n, int hs, int ld) {
     int i0 = 0;

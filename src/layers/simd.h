@@ -3,7 +3,7 @@
 // register form transpose8x8_regs, for kernel attention's per-row dot products), and the
 // 4- and 2-row versions the GEMM's A packing also uses; and F8 / F16, one float vector register (ymm / zmm)
 // behind one set of names, so that a kernel written once as a template runs 8 or 16 lanes wide with the same
-// operations lane for lane (the GEMM's micro-kernel, GELU).
+// operations lane for lane (the GEMM's micro-kernel, GELU, kernel attention's tiles and backward per-row step).
 // GCC 12 warns, falsely, that the AVX-512 intrinsics' own "undefined" pass-through operand is uninitialized
 // (-Wuninitialized / -Wmaybe-uninitialized, reported at lines of avx512fintrin.h once they are inlined into our
 // code). The warnings are switched off for the intrinsic headers only: the pragma state applies by location.
@@ -102,9 +102,12 @@ struct F8 {
     static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
     static V swap_pairs(V x) { return _mm256_permute_ps(x, 0xB1); }  // (x1, x0, x3, x2, …)
     static V dup_half(const float* p) {  // (p0, p0, p1, p1, …): L/2 floats, each twice
-        return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
+        return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)),
+                                        _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
     }
-    static V select_gt0(V g, V a, V b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(g, zero(), _CMP_GT_OQ)); }  // g > 0 ? a : b
+    static V select_gt0(V g, V a, V b) {  // g > 0 ? a : b (NaN: b)
+        return _mm256_blendv_ps(b, a, _mm256_cmp_ps(g, zero(), _CMP_GT_OQ));
+    }
 };
 #endif
 #ifdef __AVX512F__  // AVX-512F has its own fma instructions: F16 needs no -mfma

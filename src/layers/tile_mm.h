@@ -25,10 +25,10 @@ namespace kattn_detail {
 // per row) stays in registers while k runs; A is read in place (one broadcast per row and k), B rows in place
 // (ldb may be a stride, e.g. v inside qkv). With AVX-512 a tile is two such column blocks wide (MM_WIDE = 2)
 // wherever both are wanted: 16 accumulators instead of 8, and one broadcast of A feeds two multiply-adds instead of
-// one (wide tiles plus the vector-register tiles below: with a throwaway program timing kernel_attention_forward/backward
-// at B = 1, T = 1024, 4 heads of 64, 1 thread, Zen 5, medians of 15 alternating runs, forward 1.52 → 1.29 ms,
-// backward 4.19 → 3.67 ms; heads of 16, whose k = 16 products stay narrow: within noise; `iclca bench` numbers in
-// docs/benchmarks.md). Every C element is the same chain c = fma(a_k, b_k, c), k in order, whatever the tile width
+// one (wide tiles plus the vector-register tiles below: with a throwaway program timing
+// kernel_attention_forward/backward at B = 1, T = 1024, 4 heads of 64, 1 thread, Zen 5, medians of 15 alternating
+// runs, forward 1.52 → 1.29 ms, backward 4.19 → 3.67 ms; heads of 16, whose k = 16 products stay narrow: within
+// noise; `iclca bench` numbers in docs/benchmarks.md). Every C element is the same chain c = fma(a_k, b_k, c), k in order, whatever the tile width
 // and ISA: fma rounds the exact a·b + c once, in a zmm lane, a ymm lane or std::fma alike, so every ISA gives the same
 // bits. (A build without FMA instructions, `make ARCH_FLAGS=`, would reach std::fma through a libm call per term, so
 // there tile_madd is a multiply and an add: other last digits than the vector builds — that build's exp and RoPE
