@@ -204,8 +204,8 @@ enum BetaMode { BETA_ZERO = 0, BETA_ONE = 1, BETA_ANY = 2 };
 
 #if defined(ICL_GEMM_AVX2)
 // The vector micro-kernel, one template for both ISAs: F16 (AVX-512, zmm) or F8 (AVX2, ymm) of layers/simd.h, a
-// tile of R rows (MR, or fewer for a ragged last row panel) × NV·VL columns in R·NV accumulators. NV = 2 is the full micro-tile (AVX-512: 12×32 in 24 zmm;
-// AVX2: 6×16 in 12 ymm); NV = 1 the half tile, for a last column panel of at most VL columns (attention's P·V,
+// tile of R rows (MR, or fewer for a ragged last row panel) × NV·VL columns in R·NV accumulators. NV = 2 is the
+// full micro-tile (AVX-512: 12×32 in 24 zmm; AVX2: 6×16 in 12 ymm); NV = 1 the half tile, for a last column panel of at most VL columns (attention's P·V,
 // dS·K, dSᵀ·Q at head size 16 on AVX-512), which the full kernel would compute at twice the cost, half of it on
 // the panel's zero padding. Per k: NV loads of the B panel row, then for each of the R rows one FMA per vector
 // with A's element broadcast from memory. Every C element is the same FMA chain over k whatever the ISA and NV,
