@@ -360,39 +360,29 @@ TEST_CASE("kernel attention backward's per-row step: 16- and 8-lane forms = the 
             gt[5] = std::numeric_limits<float>::quiet_NaN();
             rope_table(tb.data(), 37.0, m);
             const float dd = (float)r.normal();
-            // one form on fresh copies of the state: (z, dg) after the step
+            // one form (a function with bwd_row_reference's arguments) on fresh copies of the state: (z, dg) after
             auto run = [&](auto step) {
                 std::vector<float> z = z0, dg = dg0;
-                step(dg.data(), z.data(), x.data(), ft.data(), zt.data(), gt.data(), tb.data());
+                step(reverse, dg.data(), z.data(), x.data(), ft.data(), zt.data(), gt.data(), tb.data(), dd, m);
                 return std::make_pair(z, dg);
             };
             auto same = [&](const std::vector<float>& a, const std::vector<float>& b) {
                 return std::memcmp(a.data(), b.data(), sizeof(float) * m) == 0;
             };
-            using P = float*;
-            using CP = const float*;
-            const auto ref = run([&](P dg, P z, CP xx, CP f, CP zz, CP g, CP t) {
-                kattn_detail::bwd_row_reference(reverse, dg, z, xx, f, zz, g, t, dd, m);
-            });
+            const auto ref = run(kattn_detail::bwd_row_reference<float>);
             CAPTURE(m); CAPTURE(reverse);
             CHECK(!same(ref.second, dg0));  // the row was written
-            const auto got = run([&](P dg, P z, CP xx, CP f, CP zz, CP g, CP t) {
-                kattn_detail::bwd_row(reverse, dg, z, xx, f, zz, g, t, dd, m);
-            });
+            const auto got = run(kattn_detail::bwd_row<float>);
             CHECK(same(got.first, ref.first));
             CHECK(same(got.second, ref.second));
 #ifdef ICL_VMATH_AVX2
-            const auto v8 = run([&](P dg, P z, CP xx, CP f, CP zz, CP g, CP t) {
-                kattn_detail::bwd_row_v<F8>(reverse, dg, z, xx, f, zz, g, t, dd, m);
-            });
+            const auto v8 = run(kattn_detail::bwd_row_v<F8>);
             CHECK(same(v8.first, ref.first));
             CHECK(same(v8.second, ref.second));
 #endif
 #ifdef __AVX512F__
             if (m % 16 == 0) {
-                const auto v16 = run([&](P dg, P z, CP xx, CP f, CP zz, CP g, CP t) {
-                    kattn_detail::bwd_row_v<F16>(reverse, dg, z, xx, f, zz, g, t, dd, m);
-                });
+                const auto v16 = run(kattn_detail::bwd_row_v<F16>);
                 CHECK(same(v16.first, ref.first));
                 CHECK(same(v16.second, ref.second));
             }

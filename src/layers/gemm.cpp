@@ -196,21 +196,21 @@ void pack_B(bool transB, const float* B, int ldb, int k0, int j0, int kc, int nc
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Micro-kernel: C (R, NV·VL) at stride ldc  <-  alpha · Ap (kc,MR)ᵀ-panel · Bp (kc, NV·VL) (+ beta · C), where Ap is a
-// packed panel of row stride MR (R = MR: the full tile; R < MR, for a ragged last row panel, reads its first R rows)
-// and Bp one of row stride NR (NV·VL = NR: the full tile; NV·VL = NR/2: the half tile reads its first half).
+// Micro-kernel: C (R, NV·VL) at stride ldc  <-  alpha · Ap (kc,MR)ᵀ-panel · Bp (kc, NV·VL) (+ beta · C), where
+// Ap is a packed panel of row stride MR (R = MR: the full tile; R < MR, for a ragged last row panel, reads its first
+// R rows) and Bp one of row stride NR (NV·VL = NR: the full tile; NV·VL = NR/2: the half tile reads its first half).
 // beta_mode: 0 -> C = alpha·acc (C not read), 1 -> C = alpha·acc + C, 2 -> C = alpha·acc + beta·C.
 enum BetaMode { BETA_ZERO = 0, BETA_ONE = 1, BETA_ANY = 2 };
 
 #if defined(ICL_GEMM_AVX2)
 // The vector micro-kernel, one template for both ISAs: F16 (AVX-512, zmm) or F8 (AVX2, ymm) of layers/simd.h, a
 // tile of R rows (MR, or fewer for a ragged last row panel) × NV·VL columns in R·NV accumulators. NV = 2 is the
-// full micro-tile (AVX-512: 12×32 in 24 zmm; AVX2: 6×16 in 12 ymm); NV = 1 the half tile, for a last column panel of at most VL columns (attention's P·V,
-// dS·K, dSᵀ·Q at head size 16 on AVX-512), which the full kernel would compute at twice the cost, half of it on
-// the panel's zero padding. Per k: NV loads of the B panel row, then for each of the R rows one FMA per vector
-// with A's element broadcast from memory. Every C element is the same FMA chain over k whatever the ISA and NV,
-// and the same final alpha·acc (+ C), so every tile gives the same bits: only which elements share a register
-// changes.
+// full micro-tile (AVX-512: 12×32 in 24 zmm; AVX2: 6×16 in 12 ymm); NV = 1 the half tile, for a last column panel
+// of at most VL columns (attention's P·V, dS·K, dSᵀ·Q at head size 16 on AVX-512), which the full kernel would
+// compute at twice the cost, half of it on the panel's zero padding. Per k: NV loads of the B panel row, then for
+// each of the R rows one FMA per vector with A's element broadcast from memory. Every C element is the same FMA
+// chain over k whatever the ISA, NV and R, and the same final alpha·acc (+ C), so every tile gives the same bits:
+// only which elements share a register changes.
 #if defined(ICL_GEMM_AVX512)
 using FV = F16;
 #else

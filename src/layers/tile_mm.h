@@ -28,11 +28,11 @@ namespace kattn_detail {
 // one (wide tiles plus the vector-register tiles below: with a throwaway program timing
 // kernel_attention_forward/backward at B = 1, T = 1024, 4 heads of 64, 1 thread, Zen 5, medians of 15 alternating
 // runs, forward 1.52 → 1.29 ms, backward 4.19 → 3.67 ms; heads of 16, whose k = 16 products stay narrow: within
-// noise; `iclca bench` numbers in docs/benchmarks.md). Every C element is the same chain c = fma(a_k, b_k, c), k in order, whatever the tile width
-// and ISA: fma rounds the exact a·b + c once, in a zmm lane, a ymm lane or std::fma alike, so every ISA gives the same
-// bits. (A build without FMA instructions, `make ARCH_FLAGS=`, would reach std::fma through a libm call per term, so
-// there tile_madd is a multiply and an add: other last digits than the vector builds — that build's exp and RoPE
-// differ from theirs anyway — at the speed of plain vector code.)
+// noise; `iclca bench` numbers in docs/benchmarks.md). Every C element is the same chain c = fma(a_k, b_k, c), k in
+// order, whatever the tile width and ISA: fma rounds the exact a·b + c once, in a zmm lane, a ymm lane or std::fma
+// alike, so every ISA gives the same bits. (A build without FMA instructions, `make ARCH_FLAGS=`, would reach
+// std::fma through a libm call per term, so there tile_madd is a multiply and an add: other last digits than the
+// vector builds — that build's exp and RoPE differ from theirs anyway — at the speed of plain vector code.)
 //
 // Triangular shapes (row block [i0, i0+MM_RB) of C; only what the chunked form needs is computed):
 //   lower_cols  only column tiles reaching j <= i            (e.g. P = Â Ĉᵀ, wanted on and below the diagonal)
@@ -70,7 +70,8 @@ using TileF = F8;   // one ymm per 8 columns
 // mm_tile's tiles (below) for float in vector registers, one template for both ISAs over simd.h's F16 / F8: the same
 // operations (c = fma(a, b, c), k in order, so the same bits as the loops' tile_madd, an fma there), but the
 // MM_RB × NV accumulators pinned in registers — g++ kept part of the generic loops' tile on the stack (AVX2 too:
-// perf put ~13% of kernel attention's backward at heads of 16 on the generic tile's loads, stores and selects).
+// perf of a throwaway forward + backward timer, heads of 16, put ~10% of all samples, ~18% of those outside its
+// cache-flushing memset, on the generic tile's loads, stores and selects).
 // (Until commit 034dcdf the AVX-512 tiles were a multiply then an add, which the build's -ffp-contract=off keeps
 // apart: one FMA instead of two instructions per term made the kernel-LM's heads of 64 faster — numbers in
 // docs/benchmarks.md.)
