@@ -43,11 +43,16 @@ namespace kattn_detail {
 // diagonal, inside the row block, are computed (for *_cols) or read (for *_k): zero_tri_block clears them.
 #ifdef __AVX512F__
 constexpr int MM_RB = 8;    // 8 rows × 1 zmm (a narrow tile) or × 2 (a wide one: 16 accumulators): AVX-512 has 32
-constexpr int MM_WIDE = 2;  // vector registers; plain AVX2 has 16, so 4 rows of one 64-byte block there (8 ymm
-#else                       // accumulators). Both divide KA_CHUNK: a full chunk never reaches the (slow)
-constexpr int MM_RB = 4;    // edge-tile path.
+constexpr int MM_WIDE = 2;  // vector registers.
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int MM_RB = 6;    // AVX2 has 16: 6 rows × 2 ymm = 12 accumulators, + 2 rows of B + 1 broadcast of A.
+constexpr int MM_WIDE = 1;  // (4 rows, 8 accumulators, had exactly the 2 pipes × 4 cycles of fma latency in flight.)
+#else
+constexpr int MM_RB = 4;
 constexpr int MM_WIDE = 1;
 #endif
+// A row block of fewer than MM_RB rows (the last of a chunk, 64 = 10·6 + 4 on AVX2, or of a shorter chunk) runs the
+// same tile with R = its row count (mm_tile_rows below): the same chain per C element, so the same bits.
 enum class Tri { full, lower_cols, upper_cols, lower_k, upper_k };
 // c + a·b for the tiles: one fma where the build has fused multiply-add instructions, else a multiply and an add (see
 // above). AVX-512F has its own (EVEX) fma instructions, so g++ inlines std::fma under -mavx512f even without -mfma,
@@ -75,13 +80,13 @@ using TileF = F8;   // one ymm per 8 columns
 // (Until commit 034dcdf the AVX-512 tiles were a multiply then an add, which the build's -ffp-contract=off keeps
 // apart: one FMA instead of two instructions per term made the kernel-LM's heads of 64 faster — numbers in
 // docs/benchmarks.md.)
-template <int NV>
+template <int NV, int R>
 inline void mm_tile_vec(int i0, int j0, int kbeg, int kend, const float* A, int lda, const float* B, int ldb, float* C,
                         int ldc, bool accumulate) {
     using F = TileF;
-    typename F::V c[MM_RB][NV];
+    typename F::V c[R][NV];
 #pragma GCC unroll 8
-    for (int r = 0; r < MM_RB; r++)
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++)
             c[r][v] = accumulate ? F::loadu(C + (size_t)(i0 + r) * ldc + j0 + F::L * v) : F::zero();
@@ -92,30 +97,30 @@ inline void mm_tile_vec(int i0, int j0, int kbeg, int kend, const float* A, int 
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) bv[v] = F::loadu(b + F::L * v);
 #pragma GCC unroll 8
-        for (int r = 0; r < MM_RB; r++) {
+        for (int r = 0; r < R; r++) {
             const typename F::V ar = F::set1(a[(size_t)r * lda + k]);
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++) c[r][v] = F::fmadd(ar, bv[v], c[r][v]);
         }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < MM_RB; r++)
+    for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) F::storeu(C + (size_t)(i0 + r) * ldc + j0 + F::L * v, c[r][v]);
 }
 #endif
-// One full MM_RB×W tile of C (W = CB or MM_WIDE·CB columns) over k in [kbeg, kend): fixed trip counts, so the
-// compiler keeps c in registers.
-template <int W, typename real>
+// One full R×W tile of C (R = MM_RB rows or fewer, W = CB or MM_WIDE·CB columns) over k in [kbeg, kend): fixed trip
+// counts, so the compiler keeps c in registers.
+template <int W, int R, typename real>
 inline void mm_tile(int i0, int j0, int kbeg, int kend, const real* A, int lda, const real* B, int ldb, real* C, int ldc,
                     bool accumulate) {
 #ifdef ICL_TILE_VEC
     if constexpr (std::is_same_v<real, float> && W % TileF::L == 0) {  // the vector tile above, same bits
-        mm_tile_vec<W / TileF::L>(i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
+        mm_tile_vec<W / TileF::L, R>(i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
         return;
     }
 #endif
-    constexpr int RB = MM_RB;
+    constexpr int RB = R;
     real c[RB][W];
     for (int r = 0; r < RB; r++)
 #pragma omp simd
@@ -132,6 +137,14 @@ inline void mm_tile(int i0, int j0, int kbeg, int kend, const real* A, int lda, 
 #pragma omp simd
         for (int j = 0; j < W; j++) C[(size_t)(i0 + r) * ldc + j0 + j] = c[r][j];
 }
+// mm_tile for a row block of ni (1 <= ni <= R) rows: the tile instantiated with R = ni.
+template <int W, int R, typename real>
+inline void mm_tile_rows(int ni, int i0, int j0, int kbeg, int kend, const real* A, int lda, const real* B, int ldb,
+                         real* C, int ldc, bool accumulate) {
+    if constexpr (R > 1)
+        if (ni < R) return mm_tile_rows<W, R - 1>(ni, i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
+    mm_tile<W, R>(i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
+}
 template <typename real>
 inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, int ldb, real* C, int ldc, bool accumulate,
                   Tri tri = Tri::full) {
@@ -147,13 +160,13 @@ inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, in
             // a wide tile where its last block is wanted and k runs long enough to pay for 16 accumulators (at
             // k = 16, the head size 16 model's Â Ĉᵀ, wide tiles measured 7% slower in the backward)
             if (WB > CB && kend - kbeg >= 32 && ni == RB && j0 + WB <= N && j0 + WB - CB < jend) {
-                mm_tile<WB>(i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
+                mm_tile<WB, RB>(i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
                 j0 += WB;
                 continue;
             }
-            if (ni == RB && nj == CB) {
-                mm_tile<CB>(i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
-            } else {  // edge tile
+            if (nj == CB) {
+                mm_tile_rows<CB, RB>(ni, i0, j0, kbeg, kend, A, lda, B, ldb, C, ldc, accumulate);
+            } else {  // edge tile (fewer than CB columns)
                 real c[RB][CB];
                 for (int r = 0; r < ni; r++)
                     for (int j = 0; j < nj; j++) c[r][j] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + j] : real(0);
@@ -173,14 +186,14 @@ inline void mm_nn(int M, int N, int K, const real* A, int lda, const real* B, in
 }
 // After X (n,n) = … with Tri::lower_cols (upper_cols): zero the entries above (below) the diagonal that share a
 // row block with it — the only ones a following Tri::lower_k (upper_k) product reads.
+// (A test inside the loop: g++ made each row's few stores a memset call, ~5% of the forward at heads of 16.)
 template <typename real>
 inline void zero_tri_block(real* X, int ld, int n, bool lower) {
-    for (int i = 0; i < n; i++) {
-        const int b0 = i / MM_RB * MM_RB;
-        if (lower)
-            for (int j = i + 1; j < std::min(n, b0 + MM_RB); j++) X[(size_t)i * ld + j] = real(0);
-        else
-            for (int j = b0; j < i; j++) X[(size_t)i * ld + j] = real(0);
+    for (int b0 = 0; b0 < n; b0 += MM_RB) {
+        const int nb = std::min(MM_RB, n - b0);
+        for (int r = 0; r < nb; r++)
+            for (int j = 0; j < nb; j++)
+                if (lower ? j > r : j < r) X[(size_t)(b0 + r) * ld + b0 + j] = real(0);
     }
 }
 // The chunked form's masked product: C (n,N) [+]= tri(A B) · D with A (n,K), B (K,n), D (n,N), where tri keeps the
