@@ -271,10 +271,11 @@ TEST_CASE("kernel attention: the header's readable reference = the O(T²) defini
 
 // The chunked form's small products (layers/tile_mm.h): every wanted C element is the plain k-order fma chain, bit
 // for bit, whichever tile (wide, narrow, edge) computed it. Shapes mix all three tiles (N = 64, 48, 21), k runs short
-// and long (16: wide tiles off; 40, 64: on), M a multiple of the row block or not (a last row block of 4, 1, 5, 3
-// and 2 rows with AVX2's 6-row blocks; of 5, 7, 5 and 6 rows or none with AVX-512's 8); A, B and C at row strides wider than their
-// rows, all different (the callers read v inside qkv at 3C and write at C): the padding must stay as it was. fp32
-// and fp64. On an AVX-512 build this reaches the wide tiles; on AVX2 every tile is narrow.
+// and long (16: wide tiles off; 40, 64: on), M a multiple of the row block or not (M = 64, 61, 23, 21, 62 leave a
+// last row block of 4, 1, 5, 3, 2 rows with AVX2's 6-row blocks, of none, 5, 7, 5, 6 with AVX-512's 8); A, B and C
+// at row strides wider than their rows, all different (the callers read v inside qkv at 3C and write at C): the
+// padding must stay as it was. fp32 and fp64. On an AVX-512 build this reaches the wide tiles; on AVX2 every tile
+// is narrow.
 TEST_CASE("kernel attention's tiled products mm_nn: every triangular shape = the plain k-order fma chain, bit for bit (fp32, fp64)") {
     auto check = [](auto zero) {
         using real = decltype(zero);
