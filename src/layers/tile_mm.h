@@ -74,7 +74,7 @@ using TileF = F8;   // one ymm per 8 columns
 #endif
 // mm_tile's tiles (below) for float in vector registers, one template for both ISAs over simd.h's F16 / F8: the same
 // operations (c = fma(a, b, c), k in order, so the same bits as the loops' tile_madd, an fma there), but the
-// MM_RB × NV accumulators pinned in registers — g++ kept part of the generic loops' tile on the stack (AVX2 too:
+// R × NV accumulators pinned in registers — g++ kept part of the generic loops' tile on the stack (AVX2 too:
 // perf of a throwaway forward + backward timer, heads of 16, put ~10% of all samples, ~18% of those outside its
 // cache-flushing memset, on the generic tile's loads, stores and selects).
 // (Until commit 034dcdf the AVX-512 tiles were a multiply then an add, which the build's -ffp-contract=off keeps
