@@ -533,6 +533,36 @@ TEST_CASE("kernel attention: recurrent form from (b_KV, b_D) = parallel form (sp
     CHECK(o1 == o2);
 }
 
+// A NaN in q or k must come out as NaN, as the definition's std::exp gives it, on every φ path: the parallel
+// form's 8- and 16-lane φ passes, phi_row (the recurrent form) and the scalar tail. (Until 2026-12-02 the vector
+// paths took min(x, 0), which turns NaN into 0, so φ(NaN) was 1 and the NaN vanished.)
+TEST_CASE("kernel attention: a NaN in q or k stays NaN through φ on every path (parallel, recurrent; heads of 8, 16, 6)") {
+    for (int hs : {8, 16, 6}) {  // 8: the 8-lane φ; 16: the 16-lane one where AVX-512 is compiled in; 6: scalar
+        const int NH = 2, C = NH * hs, T = 5;
+        const size_t F = (size_t)NH * T * hs;
+        Rng r(900 + hs);
+        std::vector<float> qkv((size_t)T * 3 * C), out((size_t)T * C), feats(4 * F), den((size_t)NH * T),
+            scratch(kernel_attention_scratch_size(1, T, C, NH));
+        for (auto& x : qkv) x = (float)r.normal();
+        qkv[(size_t)2 * 3 * C + hs + 1] = NAN;      // q of head 1, token 2, channel 1
+        qkv[(size_t)3 * 3 * C + C + 0] = -NAN;     // k of head 0, token 3, channel 0
+        kernel_attention_forward(out.data(), feats.data(), feats.data() + F, feats.data() + 2 * F, feats.data() + 3 * F, den.data(),
+                                 scratch.data(), qkv.data(), (const int*)nullptr, (const float*)nullptr, (const float*)nullptr, 1, T, C,
+                                 NH, 1e-6);
+        CAPTURE(hs);
+        CHECK(std::isnan(feats[((size_t)1 * T + 2) * hs + 1]));      // a = φ(q), head 1, token 2
+        CHECK(std::isnan(feats[F + ((size_t)0 * T + 3) * hs + 0]));  // c = φ(k), head 0, token 3
+        CHECK(std::isnan(out[(size_t)2 * C + hs]));                  // head 1's output at token 2
+        CHECK(std::isnan(out[(size_t)4 * C + 0]));                   // head 0's output after the NaN key
+        CHECK(!std::isnan(out[(size_t)1 * C + hs]));                 // before them: finite
+        std::vector<float> S((size_t)NH * hs * hs, 0.0f), z((size_t)NH * hs, 0.0f), rec((size_t)T * C);
+        for (int t = 0; t < T; t++) kernel_attention_step(rec.data() + (size_t)t * C, S.data(), z.data(), qkv.data() + (size_t)t * 3 * C, t, C, NH, 1e-6);
+        CHECK(std::isnan(rec[(size_t)2 * C + hs]));
+        CHECK(std::isnan(rec[(size_t)4 * C + 0]));
+        CHECK(!std::isnan(rec[(size_t)1 * C + hs]));
+    }
+}
+
 TEST_CASE("kernel LM: whole-model fp64 gradient check including b_KV and b_D") {
     KernelLMConfig c = tiny_cfg();
     c.L = 2;

@@ -355,6 +355,48 @@ TEST_CASE("vmath::exp16 (AVX-512) = exp8 (AVX2) lane for lane, edge values inclu
 #endif
 }
 
+#ifdef ICL_VMATH_AVX2
+constexpr bool kVmathAvx2 = true;
+#else
+constexpr bool kVmathAvx2 = false;  // no AVX2+FMA: there is no exp8 / exp8_nonpos
+#endif
+// exp8_nonpos (kernel attention's φ for arguments <= 0) drops exp8's steps that only matter above 0: for every
+// x <= 0 it must give exp8's bytes, and NaN must stay NaN. The grid runs from below the underflow clamp
+// (−87.3) to 0 with small offsets (every rounding of n·ln2 is met), plus −0, −inf, the clamp itself and NaN;
+// exp16_nonpos (AVX-512 builds) must give exp8_nonpos's bytes lane for lane.
+TEST_CASE("vmath::exp8_nonpos = exp8 byte for byte for x <= 0, NaN stays NaN; exp16_nonpos = exp8_nonpos" * doctest::skip(!kVmathAvx2)) {
+#ifdef ICL_VMATH_AVX2
+    std::vector<float> x(16 * 200);
+    for (size_t j = 0; j < x.size(); j++) x[j] = -100.0f * (float)j / (float)(x.size() - 1) - 1e-4f * (float)(j % 11);
+    x[0] = -0.0f; x[1] = 0.0f; x[2] = -INFINITY; x[3] = -87.3f; x[4] = std::nextafter(-87.3f, 0.0f); x[5] = -1e-40f;
+    x[6] = NAN; x[7] = -NAN;
+    int wrong = 0, nan_lost = 0;
+    for (size_t j = 0; j < x.size(); j += 8) {
+        alignas(32) float a[8], b[8];
+        _mm256_store_ps(a, vmath::exp8_nonpos(_mm256_loadu_ps(&x[j])));
+        _mm256_store_ps(b, vmath::exp8(_mm256_loadu_ps(&x[j])));
+        for (int l = 0; l < 8; l++) {
+            if (std::isnan(x[j + l])) nan_lost += !std::isnan(a[l]);
+            else wrong += std::memcmp(&a[l], &b[l], sizeof(float)) != 0;
+        }
+    }
+    CHECK(wrong == 0);
+    CHECK(nan_lost == 0);
+#ifdef __AVX512F__
+    int wrong16 = 0;
+    for (size_t j = 0; j < x.size(); j += 16) {
+        alignas(64) float a[16], b[16];
+        _mm512_store_ps(a, vmath::exp16_nonpos(_mm512_loadu_ps(&x[j])));
+        _mm256_store_ps(b, vmath::exp8_nonpos(_mm256_loadu_ps(&x[j])));
+        _mm256_store_ps(b + 8, vmath::exp8_nonpos(_mm256_loadu_ps(&x[j + 8])));
+        for (int l = 0; l < 16; l++)
+            wrong16 += std::isnan(b[l]) ? !std::isnan(a[l]) : std::memcmp(&a[l], &b[l], sizeof(float)) != 0;
+    }
+    CHECK(wrong16 == 0);
+#endif
+#endif
+}
+
 
 TEST_CASE("residual: values and gradients of both inputs (accumulating)") {
     const size_t n = 21 * 12;

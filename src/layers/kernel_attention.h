@@ -211,8 +211,11 @@ inline size_t slice_size(int m, int hs) {
     return std::max(bwd, fwd);
 }
 
-// y (n) = φ(x) for a row; float on AVX2 runs 8 lanes through vmath::exp8 (≈1 ulp of std::exp). Both forms
-// (parallel and recurrent) use this, so they see the same φ values.
+// y (n) = φ(x) for a row; float on AVX2 runs 8 lanes through vmath::exp8_nonpos (exp8 for arguments <= 0, ≈1 ulp
+// of std::exp) of min(0, x). Both forms (parallel and recurrent) use this, so they see the same φ values. The
+// operand order min(0, x) carries a NaN through (minps returns its second operand when either is NaN): until
+// 2026-12-02 it was min(x, 0), which made φ(NaN) = e⁰ = 1 on the vector paths, a NaN in q or k silently hidden
+// (the scalar φ, and the fp64 path, gave NaN).
 template <typename real>
 inline void phi_row(real* y, const real* x, int n) {
     int i = 0;
@@ -221,7 +224,7 @@ inline void phi_row(real* y, const real* x, int n) {
         const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
         for (; i + 8 <= n; i += 8) {
             const __m256 v = _mm256_loadu_ps(x + i);
-            const __m256 e = vmath::exp8(_mm256_min_ps(v, zero));
+            const __m256 e = vmath::exp8_nonpos(_mm256_min_ps(zero, v));
             _mm256_storeu_ps(y + i, _mm256_blendv_ps(e, _mm256_add_ps(v, one), _mm256_cmp_ps(v, zero, _CMP_GT_OQ)));
         }
     }
@@ -467,9 +470,9 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
                         float* rf = (part ? rphik : rphiq) + o;
                         int i = 0;
 #ifdef __AVX512F__
-                        for (; i + 16 <= m; i += 16) {  // 16 lanes (exp16 = exp8 lane for lane; 7% faster than 8 lanes here)
+                        for (; i + 16 <= m; i += 16) {  // 16 lanes (exp16_nonpos = exp8_nonpos lane for lane; 7% faster than 8 lanes here)
                             const __m512 xv = _mm512_loadu_ps(x + i), zero = _mm512_setzero_ps();
-                            const __m512 e = vmath::exp16(_mm512_min_ps(xv, zero));
+                            const __m512 e = vmath::exp16_nonpos(_mm512_min_ps(zero, xv));  // as phi_row
                             const __m512 a = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(xv, zero, _CMP_GT_OQ), _mm512_add_ps(xv, _mm512_set1_ps(1.0f)));
                             _mm512_storeu_ps(f + i, a);
                             const __m512 sw = _mm512_permute_ps(a, 0xB1);
@@ -478,7 +481,7 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
 #endif
                         for (; i < m; i += 8) {  // 8 lanes
                             const __m256 xv = _mm256_loadu_ps(x + i), zero = _mm256_setzero_ps();
-                            const __m256 e = vmath::exp8(_mm256_min_ps(xv, zero));
+                            const __m256 e = vmath::exp8_nonpos(_mm256_min_ps(zero, xv));  // as phi_row
                             const __m256 a = _mm256_blendv_ps(e, _mm256_add_ps(xv, _mm256_set1_ps(1.0f)), _mm256_cmp_ps(xv, zero, _CMP_GT_OQ));
                             _mm256_storeu_ps(f + i, a);
                             const __m256 sw = _mm256_permute_ps(a, 0xB1);  // (a1,a0,a3,a2,…)

@@ -40,6 +40,29 @@ inline __m256 exp8(__m256 x) {
     res = _mm256_blendv_ps(res, _mm256_set1_ps(HUGE_VALF), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));  // x > hi  -> inf
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));                 // NaN     -> NaN
 }
+// e^x for x <= 0 (or NaN), kernel attention's φ = e^x branch, whose argument is min(0, q) <= 0: exp8's steps
+// without the two that cannot apply there (the clamp at 88.3 and the +inf above it) and with NaN carried through
+// the steps themselves (max(lo, NaN) = NaN, so the polynomial yields NaN and the x < lo mask keeps it) instead of a
+// final blend: 5 vector operations of exp8's 22 fewer, the same bits as exp8 for every x <= 0 and NaN (tested).
+inline __m256 exp8_nonpos(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3f);
+    const __m256 xc = _mm256_max_ps(lo, x);  // (lo > x) ? lo : x — NaN stays NaN (the second operand)
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_and_ps(res, _mm256_cmp_ps(x, lo, _CMP_NLT_UQ));  // x < lo -> 0 (NaN: unordered, kept)
+}
 #ifdef __AVX512F__
 // exp8's 16-lane twin for AVX-512 (same steps, same constants, same results lane for lane — tested); the edge
 // cases through mask registers. A twin rather than two exp8 calls on the halves: 4% faster in kernel attention's
@@ -64,6 +87,26 @@ inline __m512 exp16(__m512 x) {
     res = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), res);                  // x < lo  -> 0
     res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), _mm512_set1_ps(HUGE_VALF));  // x > hi  -> inf
     return _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);                // NaN     -> NaN
+}
+// exp8_nonpos's 16-lane twin (the same steps; tested lane for lane against it).
+inline __m512 exp16_nonpos(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.3f);
+    const __m512 xc = _mm512_max_ps(lo, x);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    const __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), res);  // x < lo -> 0 (NaN kept)
 }
 #endif
 // exp8 / exp16 chosen by the register type, for kernels written once for both widths (layers/simd.h's F8 / F16).
