@@ -319,6 +319,34 @@ TEST_CASE("kernel attention's tiled products mm_nn: every triangular shape = the
     check(0.0);
 }
 
+// zero_tri_block clears, inside each MM_RB-row block on the diagonal, exactly the entries on the wrong side of the
+// diagonal (above it for lower, below for upper) and touches nothing else: every n up to a chunk (so every height of
+// the last block), a row stride wider than n.
+TEST_CASE("kernel attention's zero_tri_block: exactly the wrong-side entries of each diagonal row block, every n") {
+    auto check = [](auto zero) {
+        using real = decltype(zero);
+        for (int n = 1; n <= KA_CHUNK; n++)
+            for (bool lower : {true, false}) {
+                const int ld = n + 3;
+                std::vector<real> X((size_t)n * ld);
+                for (size_t i = 0; i < X.size(); i++) X[i] = real(1) + (real)i;  // nothing is 0 to start with
+                kattn_detail::zero_tri_block(X.data(), ld, n, lower);
+                int wrong = 0;
+                for (int i = 0; i < n; i++)
+                    for (int j = 0; j < ld; j++) {
+                        const bool same_block = j < n && i / kattn_detail::MM_RB == j / kattn_detail::MM_RB;
+                        const bool cleared = same_block && (lower ? j > i : j < i);
+                        const real want = cleared ? real(0) : real(1) + (real)((size_t)i * ld + j);
+                        wrong += X[(size_t)i * ld + j] != want;
+                    }
+                CAPTURE(n); CAPTURE(lower);
+                CHECK(wrong == 0);
+            }
+    };
+    check(0.0f);
+    check(0.0);
+}
+
 // The chunk transposes: the 8×8 register blocks (float on AVX2/AVX-512) and the element loop give the same
 // matrix, at strides wider than the rows, whole and ragged blocks.
 TEST_CASE("kernel attention's chunk transpose: 8x8 register blocks = element copy (fp32), padding untouched") {
