@@ -15,13 +15,10 @@ namespace icl {
 
 namespace vmath {
 #ifdef ICL_VMATH_AVX2
-// e^x for 8 floats, with std::exp's edge behaviour: 0 below −87.3 (where e^x would be subnormal), +inf above
-// 88.3, NaN in ⇒ NaN out. Inside: x = n·ln2 + r with |r| <= ln2/2 (Cody–Waite, ln2 split into a part exact
-// in 8 bits and a correction), e^r by its Taylor series to r⁷/7! (truncation < 1.3e-7 relative), and 2^n
-// written straight into the exponent field. Max relative error ≈ 1e-7 (~1 ulp).
-inline __m256 exp8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.3f);
-    const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+// exp8's core (below) for an argument already clamped to [−87.3, 88.3]: x = n·ln2 + r with |r| <= ln2/2
+// (Cody–Waite, ln2 split into a part exact in 8 bits and a correction), e^r by its Taylor series to r⁷/7!
+// (truncation < 1.3e-7 relative), and 2^n written straight into the exponent field. A NaN argument gives NaN.
+inline __m256 exp8_reduced(__m256 xc) {
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
@@ -35,7 +32,14 @@ inline __m256 exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+// e^x for 8 floats, with std::exp's edge behaviour: 0 below −87.3 (where e^x would be subnormal), +inf above
+// 88.3, NaN in ⇒ NaN out: the clamp, exp8_reduced, the edge cases. Max relative error ≈ 1e-7 (~1 ulp).
+inline __m256 exp8(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.3f);
+    const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    __m256 res = exp8_reduced(xc);
     res = _mm256_and_ps(res, _mm256_cmp_ps(x, lo, _CMP_NLT_UQ));                        // x < lo  -> 0
     res = _mm256_blendv_ps(res, _mm256_set1_ps(HUGE_VALF), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));  // x > hi  -> inf
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));                 // NaN     -> NaN
@@ -47,29 +51,12 @@ inline __m256 exp8(__m256 x) {
 inline __m256 exp8_nonpos(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.3f);
     const __m256 xc = _mm256_max_ps(lo, x);  // (lo > x) ? lo : x — NaN stays NaN (the second operand)
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    const __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    const __m256 res = exp8_reduced(xc);
     return _mm256_and_ps(res, _mm256_cmp_ps(x, lo, _CMP_NLT_UQ));  // x < lo -> 0 (NaN: unordered, kept)
 }
 #ifdef __AVX512F__
-// exp8's 16-lane twin for AVX-512 (same steps, same constants, same results lane for lane — tested); the edge
-// cases through mask registers. A twin rather than two exp8 calls on the halves: 4% faster in kernel attention's
-// φ pass, its one user.
-inline __m512 exp16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.3f);
-    const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+// exp8_reduced's 16-lane twin.
+inline __m512 exp16_reduced(__m512 xc) {
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
@@ -83,7 +70,15 @@ inline __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+// exp8's 16-lane twin for AVX-512 (same steps, same constants, same results lane for lane — tested); the edge
+// cases through mask registers. A twin rather than two exp8 calls on the halves: 4% faster in kernel attention's
+// φ pass, its one user then (GELU uses it too now, through expv).
+inline __m512 exp16(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.3f);
+    const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    __m512 res = exp16_reduced(xc);
     res = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), res);                  // x < lo  -> 0
     res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), _mm512_set1_ps(HUGE_VALF));  // x > hi  -> inf
     return _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);                // NaN     -> NaN
@@ -92,20 +87,7 @@ inline __m512 exp16(__m512 x) {
 inline __m512 exp16_nonpos(__m512 x) {
     const __m512 lo = _mm512_set1_ps(-87.3f);
     const __m512 xc = _mm512_max_ps(lo, x);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    const __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    const __m512 res = exp16_reduced(xc);
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), res);  // x < lo -> 0 (NaN kept)
 }
 #endif
