@@ -2,7 +2,9 @@
 # Our SGEMM beside OpenBLAS's (through NumPy) on this machine, in one run, alternating, medians:
 #   make && tools/bench_vs_openblas.sh [THREADS] [ROUNDS]
 # Needs Debian's python3-numpy with OpenBLAS behind it (apt-get install python3-numpy libopenblas0-pthread): with
-# Debian's default reference BLAS the comparison means nothing, so the script refuses to run on it.
+# Debian's default reference BLAS the comparison means nothing, so the script refuses to run on it. Where OpenBLAS
+# does not recognise the CPU and falls back to a narrower kernel, OPENBLAS_CORETYPE is set to the widest one the CPU
+# runs (tools/openblas_core.sh; set it yourself to override) and the report says which kernel OpenBLAS used.
 # Each round: `bench gemm` (its 1024³ NN row: the median of 7 products) and NumPy's float32 a @ b at 1024³ (the
 # median of 7 after a warm-up), both at THREADS threads. Prints every round, then the medians and their ratio.
 set -euo pipefail
@@ -12,6 +14,9 @@ rounds=${2:-3}
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 [ -x build/bench ] || { echo "error: build/bench is missing (run make first)" >&2; exit 1; }
+# shellcheck source=tools/openblas_core.sh
+. tools/openblas_core.sh
+openblas_pick_core "$py"
 numpy_gemm() {
     OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads $py - <<'EOF'
 import sys, time
@@ -51,5 +56,6 @@ median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? 
 mo=$(median "${ours_all[@]}")
 mt=$(median "${theirs_all[@]}")
 echo "  $peak (the last round's)"
+echo "  $OPENBLAS_CORE_NOTE"
 echo "  median: icl.cpp $mo GFLOP/s ($kernel), OpenBLAS $mt GFLOP/s (NumPy $($py -c 'import numpy; print(numpy.__version__)'))"
 awk -v a="$mo" -v b="$mt" 'BEGIN { printf "  icl.cpp / OpenBLAS = %.2f\n", a / b }'
