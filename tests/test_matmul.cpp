@@ -186,6 +186,34 @@ TEST_CASE("gemm is bit-identical run to run and for any thread count") {
     set_threads(nt);
 }
 
+TEST_CASE("gemm's thread grid: the split with less packing when the rectangles are about equal") {
+    int tm = 0, tn = 0;
+    // the GPT's activation-row products (M = B·T = 2048 rows, N = C = 384 or 256 columns): by rows, so that each
+    // thread packs all of the small B and half of A, although 2048 rows round up to whole row tiles a little more
+    // than the 384 columns split in two do (on both ISAs: 2048 = 170.7·12 = 341.3·6)
+    for (int N : {384, 256}) {
+        CAPTURE(N);
+        gemm_thread_grid(2048, N, 2, tm, tn);
+        CHECK(tm == 2);
+        CHECK(tn == 1);
+    }
+    // a weight gradient's shape (M = OC < N = C): the same rectangles either way, less packing by columns
+    gemm_thread_grid(384, 1536, 2, tm, tn);
+    CHECK(tm == 1);
+    CHECK(tn == 2);
+    // a single row of tiles cannot be split by rows: by columns
+    gemm_thread_grid(8, 4096, 2, tm, tn);
+    CHECK(tm == 1);
+    CHECK(tn == 2);
+    // every grid covers the threads exactly
+    for (int nt : {1, 2, 3, 4, 6, 8, 16})
+        for (int M : {1, 13, 384, 2048})
+            for (int N : {1, 40, 384, 1536}) {
+                gemm_thread_grid(M, N, nt, tm, tn);
+                CHECK(tm * tn == nt);
+            }
+}
+
 // Runs fn(ta, tb, alpha, beta) for the four transpose cases × (alpha, beta) = (1, 1), (0.5, -1.5), (1, 0): the three
 // final stores of a tile (C + alpha·acc, alpha·acc + beta·C, alpha·acc without reading C).
 template <typename Fn>

@@ -387,6 +387,31 @@ const char* gemm_isa() {
 #endif
 }
 
+// The thread grid of gemm_f32 (declared in matmul.h): the split of C with the least work per thread, counted as its
+// rectangle (rounded up to whole micro-tiles) plus its packing: each thread packs its rows of op(A) and its columns
+// of op(B), K deep. Per k, the micro-kernels do rows·cols multiply-adds at 2·VL a cycle (two FMA pipes) and packing
+// copies rows + cols floats at about 0.4 cycles each (0.28-0.67 by kind of panel, timed alone on a Zen 5), so a
+// packed row or column weighs about 0.8·VL elements of C. That splits the larger of M and N: M = 2048 activation
+// rows over N = 384 output columns goes by rows (each thread packs all of the small B and half of A), although 2048
+// = 170.7 row tiles rounds up 0.8% more than the column split would, which has each thread pack all of A (those
+// products 8-18% faster on a 2-core Zen 5, operands from memory; docs/benchmarks.md); a weight gradient's N = C over
+// M = OC < C goes by columns. On a tie, rows. The split never changes the bits (see the top of the file), only the time.
+void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn) {
+    const int row_units = ceil_div(M, MR), col_units = ceil_div(N, NR);
+    constexpr double PACK_WEIGHT = 0.8 * VL;
+    tm = nt; tn = 1;
+    double best = -1;
+    for (int cand = nt; cand >= 1; cand--) {
+        if (nt % cand) continue;
+        int ctn = nt / cand;
+        const double rows = (double)ceil_div(row_units, cand) * MR, cols = (double)ceil_div(col_units, ctn) * NR;
+        const double cost = rows * cols + PACK_WEIGHT * (rows + cols);
+        if (best < 0 || cost < best * 0.999) {
+            best = cost; tm = cand; tn = ctn;
+        }
+    }
+}
+
 void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
               int ldb, float beta, float* C, int ldc) {
     ICL_ASSERT(M >= 0 && N >= 0 && K >= 0);
@@ -408,22 +433,9 @@ void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const 
     }
 #endif
 
-    // Thread grid tm×tn (tm·tn = nt): pick the split whose largest per-thread rectangle (rounded up to whole
-    // micro-tiles) is smallest; on ties the one whose threads pack less (each thread packs its rows of op(A) and its
-    // columns of op(B), K deep: splitting the larger of M and N, e.g. a weight gradient's N = C over M = OC < C),
-    // and then rows. The split never changes the bits (see the top of the file), only the time.
+    int tm, tn;
+    gemm_thread_grid(M, N, nt, tm, tn);
     const int row_units = ceil_div(M, MR), col_units = ceil_div(N, NR);
-    int tm = nt, tn = 1;
-    double best = -1, best_packed = 0;
-    for (int cand = nt; cand >= 1; cand--) {
-        if (nt % cand) continue;
-        int ctn = nt / cand;
-        const double rows = (double)ceil_div(row_units, cand) * MR, cols = (double)ceil_div(col_units, ctn) * NR;
-        const double area = rows * cols, packed = rows + cols;
-        if (best < 0 || area < best * 0.999 || (area < best * 1.001 && packed < best_packed)) {
-            best = area; best_packed = packed; tm = cand; tn = ctn;
-        }
-    }
 
     auto run = [&](int t) {
         int ti = t / tn, tj = t % tn;

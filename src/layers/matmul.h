@@ -22,6 +22,9 @@ namespace icl {
 const char* gemm_isa();
 void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
               int ldb, float beta, float* C, int ldc);
+// The tm × tn grid of rectangles (tm·tn = nt) gemm_f32 gives its nt threads for a C of M × N (the least work per
+// thread, packing included; gemm.cpp). Exposed for `bench gemm` and the tests.
+void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn);
 
 // Naive reference: C (M,N) = alpha·op(A)·op(B) + beta·C.   A (M,K) or (K,M) if transA; B (K,N) or (N,K) if transB.
 template <typename real>

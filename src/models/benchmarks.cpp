@@ -276,8 +276,8 @@ int bench_gemm(const BenchOptions& opt) {
                 threads, threads == 1 ? "" : "s", opt.reps);
     std::printf("%s, measured on %d thread%s: %.1f GFLOP/s;  GEMM kernel: %s\n\n", PEAK_KIND, threads, threads == 1 ? "" : "s", peak,
                 gemm_isa());
-    std::printf("%-26s %5s %5s %5s %5s %9s %9s %7s %9s\n", "case", "op", "M", "N", "K", "ms", "GFLOP/s", "%peak",
-                "best");
+    std::printf("%-26s %5s %5s %5s %5s %9s %9s %7s %9s %6s\n", "case", "op", "M", "N", "K", "ms", "GFLOP/s", "%peak",
+                "best", "grid");
     std::fflush(stdout);
 
     Rng rng(1234);
@@ -297,8 +297,11 @@ int bench_gemm(const BenchOptions& opt) {
         const double flops = 2.0 * c.M * c.N * c.K;
         const double gf = flops / t.median * 1e-9;
         all.push_back(gf);
-        std::printf("%-26s %4s%s %5d %5d %5d %9.3f %9.1f %6.1f%% %9.1f\n", c.name.c_str(), c.transA ? "T" : "N",
-                    c.transB ? "T" : "N", c.M, c.N, c.K, t.median * 1e3, gf, 100.0 * gf / peak, flops / t.best * 1e-9);
+        int tm, tn;  // how the threads split C: tm row blocks × tn column blocks
+        gemm_thread_grid(c.M, c.N, threads, tm, tn);
+        std::printf("%-26s %4s%s %5d %5d %5d %9.3f %9.1f %6.1f%% %9.1f %6s\n", c.name.c_str(), c.transA ? "T" : "N",
+                    c.transB ? "T" : "N", c.M, c.N, c.K, t.median * 1e3, gf, 100.0 * gf / peak, flops / t.best * 1e-9,
+                    strfmt("%dx%d", tm, tn).c_str());
         std::fflush(stdout);
     }
     double mn = *std::min_element(all.begin(), all.end());
