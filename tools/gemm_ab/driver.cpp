@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
         std::printf("%-20s %2s%s %5d %5d %5d %9.3f %9.3f %7.3f %s\n", c.name, c.ta ? "T" : "N", c.tb ? "T" : "N", c.M, c.N,
                     c.K, ma * 1e3, mb * 1e3, mb / ma, equal ? "same" : "DIFFER");
     }
-    std::printf("bench model's step, its %d products (per-step counts x medians): a %.1f ms, b %.1f ms, b/a %.3f\n",
+    std::printf("one bench model step's %d linear-layer products (per-step counts x medians; attention's own small products "
+                "not included): a %.1f ms, b %.1f ms, b/a %.3f\n",
                 3 * (4 * L + 1), sum_a * 1e3, sum_b * 1e3, sum_b / sum_a);
     return all_equal ? 0 : 1;
 }
