@@ -35,8 +35,8 @@ version() {  # version REV NAMESPACE: gemm.cpp at REV ('' = the working tree) co
     grep -q "^namespace $2 {" "$src" || { echo "error: $2: no 'namespace icl {' line in gemm.cpp at ${1:-the working tree}" >&2; exit 1; }
     g++ "${flags[@]}" -c "$src" -o "$work/$2.o"
 }
-a=$(git rev-parse --short=12 "$1") || { echo "error: $1 is not a commit" >&2; exit 2; }
-if [ $# -eq 2 ]; then b=$(git rev-parse --short=12 "$2") || { echo "error: $2 is not a commit" >&2; exit 2; }; else b=""; fi
+a=$(git rev-parse --verify --quiet --short=12 "$1^{commit}") || { echo "error: $1 is not a commit" >&2; exit 2; }
+if [ $# -eq 2 ]; then b=$(git rev-parse --verify --quiet --short=12 "$2^{commit}") || { echo "error: $2 is not a commit" >&2; exit 2; }; else b=""; fi
 version "$a" gemm_a
 version "$b" gemm_b
 g++ "${flags[@]}" tools/gemm_ab/driver.cpp "$work/gemm_a.o" "$work/gemm_b.o" build/libicl.a -o "$work/driver" -lpcre2-8
