@@ -394,7 +394,7 @@ const char* gemm_isa() {
 // packed row or column weighs about 0.8·VL elements of C. That splits the larger of M and N: M = 2048 activation
 // rows over N = 384 output columns goes by rows (each thread packs all of the small B and half of A), although 2048
 // = 170.7 row tiles rounds up 0.8% more than the column split would, which has each thread pack all of A (those
-// products 8-18% faster on a 2-core Zen 5, operands from memory; docs/benchmarks.md); a weight gradient's N = C over
+// products 5-18% faster on a 2-core Zen 5, operands from memory; docs/benchmarks.md); a weight gradient's N = C over
 // M = OC < C goes by columns. On a tie, rows. The split never changes the bits (see the top of the file), only the time.
 void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn) {
     const int row_units = ceil_div(M, MR), col_units = ceil_div(N, NR);
