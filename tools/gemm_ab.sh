@@ -5,7 +5,7 @@
 # with the Makefile's flags (ARCH default -march=native), linked with tools/gemm_ab/driver.cpp and build/libicl.a,
 # and run on `bench model`'s GPT products and 1024³: per-case medians, b/a, whether the bits agree, and the sum over
 # one training step's products. Exit 1 if any product's bits differ, 2 on a usage error.
-# Example (this session's thread-grid change):  tools/gemm_ab.sh --threads 2 --calls 41 HEAD~1
+# Example (the thread-grid change, docs/benchmarks.md 2026-12-04):  tools/gemm_ab.sh --threads 2 --calls 21 a502852 c65d3f5
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=2 calls=31 flush=64 arch="-march=native"

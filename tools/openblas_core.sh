@@ -37,7 +37,7 @@ openblas_pick_core() {
         # it is narrower than this CPU allows.
         detected=$(openblas_detected_core "$py")
         OPENBLAS_CORE_NOTE="OpenBLAS kernel: $detected (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, set by the caller)"
-        if [ "$(openblas_core_width "$detected")" -lt "$width" ]; then
+        if [ "$detected" != unknown ] && [ "$(openblas_core_width "$detected")" -lt "$width" ]; then
             OPENBLAS_CORE_NOTE="$OPENBLAS_CORE_NOTE; WARNING: narrower than this CPU's widest ($want): OpenBLAS runs slower than this machine allows (env -u OPENBLAS_CORETYPE for the fair comparison)"
             echo "warning: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE (set by the caller or the environment) runs OpenBLAS's $detected kernel, narrower than this CPU's $want; the comparison is against a slower OpenBLAS than this machine allows (env -u OPENBLAS_CORETYPE ... for the fair one)" >&2
         fi

@@ -2,8 +2,8 @@
 //
 // gemm_a::gemm_f32 and gemm_b::gemm_f32 are the same file at two commits, each compiled into its own namespace.
 // For every product of `bench model`'s GPT (L=6, C=384, V=256, B·T = 2048 rows: forward, backward-dx, backward-dW)
-// and 1024³, the two run alternately (a, b, then b, a, …), each call after CALLS·2 writes of a FLUSH_MB buffer on
-// every thread so that the operands come from memory as they do in a training step, and the medians are compared.
+// and 1024³, the two run alternately (a, b, then b, a, …), CALLS calls each; before every call all threads write a
+// FLUSH_MB buffer once, so that the operands come from memory as they do in a training step. Medians are compared.
 // Separate processes on a shared 2-core machine move by more than the few percent a GEMM change is worth; alternating
 // in one process puts both versions under the same noise. Also checks that both give the same bits.
 #include <omp.h>
