@@ -17,6 +17,10 @@
 //           fp32 and TF32 side by side, beside the GPU's measured FP32 FMA peak and its datasheet TF32 peak.
 //   kernels the bandwidth-bound layers (residual, GELU, layernorm, cross-entropy, AdamW, embedding) at the model's
 //           activation shapes: GB/s moved (a minimal-traffic count) against the device's measured copy bandwidth.
+//   attention the CPU softmax attention of one layer at --batch/--seq/--width/--heads, its two forms side by side:
+//           the materialising one (saves the (B,NH,T,T) probabilities) and the O(T)-memory one the models run (saves
+//           the row log-sum-exp, recomputes the probabilities in backward): forward and backward ms and their ratios.
+//           CPU only.
 // --device cuda runs every subcommand on the GPU (model and cgt: the same models on Device::cuda, timed with
 // device synchronization); --tf32 lets cuBLAS use TF32 tensor cores in model/cgt/kernels. Preset gpt2-small:
 // the GPT-2 small shape (L=12, C=768, NH=12, V=50257, T=1024, B=8), the PyTorch comparison of tools/gpu_acceptance.sh.
@@ -58,6 +62,7 @@ const Subcommand kSubcommands[] = {
     {"model", "train_gpt step time, tokens/s, GFLOP/s vs peak, time per layer kind", bench_model},
     {"cgt", "train_cgt step time, FLOPs per part, GFLOP/s vs the same-width GPT step, time per layer kind", bench_cgt},
     {"kernels", "bandwidth-bound layers at the model's shapes: GB/s vs the measured copy bandwidth", bench_kernels},
+    {"attention", "CPU softmax attention at the model's B/T/C/NH: the materialising vs the O(T) form, fwd/bwd ms", bench_attention},
 };
 
 int run_main(int argc, char** argv) {

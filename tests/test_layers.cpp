@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -334,6 +335,44 @@ constexpr bool kBuiltWithAvx512 = true;
 #else
 constexpr bool kBuiltWithAvx512 = false;  // a portable AVX2 (or plainer) build: there is no exp16 to compare
 #endif
+TEST_CASE("vmath::exp_shifted_sum on AVX-512 (16 lanes) = its 8-lane AVX2 loop, values and sum byte for byte, n = 0..70" *
+          doctest::skip(!kBuiltWithAvx512)) {
+#if defined(ICL_VMATH_AVX2) && defined(__AVX512F__)
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> U(-30.0f, 6.0f);
+    int wrong = 0;
+    for (int n = 0; n <= 70; n++) {
+        std::vector<float> x(n), y;
+        for (auto& v : x) v = U(rng);
+        if (n > 3) { x[1] = -200.0f; x[2] = 200.0f; x[3] = NAN; }  // the edges inside a vector, not only in a tail
+        y = x;
+        const float shift = 0.75f;
+        // the 8-lane loop (the definition before the 16-lane one): exp8 per 8, masked tail, one 8-lane sum in order
+        const __m256 vs = _mm256_set1_ps(shift);
+        __m256 acc = _mm256_setzero_ps();
+        int j = 0;
+        for (; j + 8 <= n; j += 8) {
+            const __m256 e = vmath::exp8(_mm256_sub_ps(_mm256_loadu_ps(y.data() + j), vs));
+            _mm256_storeu_ps(y.data() + j, e);
+            acc = _mm256_add_ps(acc, e);
+        }
+        if (j < n) {
+            const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            const __m256 e = vmath::exp8(_mm256_sub_ps(_mm256_maskload_ps(y.data() + j, mask), vs));
+            _mm256_maskstore_ps(y.data() + j, mask, e);
+            acc = _mm256_add_ps(acc, _mm256_and_ps(e, _mm256_castsi256_ps(mask)));
+        }
+        alignas(32) float l[8];
+        _mm256_store_ps(l, acc);
+        const float want = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+        const float got = vmath::exp_shifted_sum(x.data(), n, shift);
+        wrong += std::memcmp(&got, &want, sizeof(float)) != 0;
+        if (n) wrong += std::memcmp(x.data(), y.data(), sizeof(float) * n) != 0;
+    }
+    CHECK(wrong == 0);
+#endif
+}
+
 TEST_CASE("vmath::exp16 (AVX-512) = exp8 (AVX2) lane for lane, edge values included" * doctest::skip(!kBuiltWithAvx512)) {
 #if defined(ICL_VMATH_AVX2) && defined(__AVX512F__)
     std::vector<float> x(16 * 40);

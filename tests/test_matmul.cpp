@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -184,6 +185,48 @@ TEST_CASE("gemm is bit-identical run to run and for any thread count") {
         }
     }
     set_threads(nt);
+}
+
+TEST_CASE("gemm_f32_packed_b (op(B) packed once, used from rows k0 and column j0) = gemm_f32 on the same operands, bit for bit") {
+    // attention's uses (a block of queries against kᵀ from column 0; dv, dk from row j0 of a T × hs pack) and the
+    // edges: ragged M, N within a half tile, several KC blocks from an odd k0, more columns than one NC block
+    struct Case { bool ta, tb; int M, N, K, Kp, Np, k0, j0; float alpha, beta; };
+    const int nr = gemm_panel_cols();
+    const Case cases[] = {
+        {false, true, 64, 1024, 64, 64, 1024, 0, 0, 0.125f, 0.0f},     // q_blk kᵀ (T = 1024, hs 64)
+        {false, false, 64, 64, 448, 1024, 64, 0, 0, 1.0f, 0.0f},       // P v, K = i1 of a T-row pack
+        {true, false, 64, 16, 832, 1024, 16, 192, 0, 0.25f, 1.0f},     // dSᵀ q[j0:T], hs 16 (the half tile)
+        {true, true, 37, 70, 801, 900, 3 * nr + 70, 37, 3 * nr, 1.0f, 0.5f},
+        {false, false, 5, 3100, 9, 9, 3100, 0, 0, -1.0f, 1.0f},       // N over one NC block
+        {false, true, 131, nr + 3, 1, 4, 2 * nr + 3, 3, nr, 2.0f, 0.0f},
+    };
+    const int nt = max_threads();
+    int wrong = 0;
+    for (const Case& c : cases) {
+        for (int threads : {1, 2}) {
+            CAPTURE(c.M); CAPTURE(c.N); CAPTURE(c.K); CAPTURE(threads);
+            set_threads(threads);
+            // the whole op(B) is Kp × Np; the product takes op(B)[k0:k0+K, j0:j0+N]
+            GemmProblem<float> p(c.ta, c.tb, c.M, c.Np, c.Kp, c.alpha, c.beta, 3, 40 + c.M);
+            const int ldc = c.N + 5;
+            std::vector<float> C0((size_t)c.M * ldc);
+            Rng rng(7);
+            fill_uniform(C0.data(), C0.size(), rng, -1.0, 1.0);
+            std::vector<float> want = C0, got = C0;
+            const float* Bsub = c.tb ? p.B.data() + (size_t)c.j0 * p.ldb + c.k0 : p.B.data() + (size_t)c.k0 * p.ldb + c.j0;
+            const float* Asub = p.A.data();  // op(A) is M × K: the first K of its Kp columns (lda unchanged)
+            gemm_f32(c.ta, c.tb, c.M, c.N, c.K, c.alpha, Asub, p.lda, Bsub, p.ldb, c.beta, want.data(), ldc);
+            const size_t nb = gemm_packed_b_size(c.Kp, c.Np);
+            CHECK(nb >= (size_t)c.Kp * c.Np);
+            float* Bp = static_cast<float*>(std::aligned_alloc(64, (nb * sizeof(float) + 63) / 64 * 64));
+            gemm_pack_b(c.tb, c.Kp, c.Np, p.B.data(), p.ldb, Bp);
+            gemm_f32_packed_b(c.ta, c.M, c.N, c.K, c.alpha, Asub, p.lda, Bp, c.Kp, c.k0, c.j0, c.beta, got.data(), ldc);
+            std::free(Bp);
+            wrong += !bit_equal(want, got);
+        }
+    }
+    set_threads(nt);
+    CHECK(wrong == 0);
 }
 
 TEST_CASE("gemm's thread grid: the split with less packing when the rectangles are about equal") {

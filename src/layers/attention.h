@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <type_traits>
 
 #include "engine/common.h"
@@ -63,6 +64,24 @@ using par::use_threads;
 // Row i's key range [lo, i]: lo = 0, or with a key start ks the row attends from ks (a row before ks: itself).
 inline int first_key(const int* kstart, int b, int i) { return !kstart ? 0 : i < kstart[b] ? i : kstart[b]; }
 
+// One thread's buffer for packed operands (gemm_pack_b), 64-byte aligned, grown on demand and kept for the thread's
+// life, like the GEMM's own packing buffers.
+inline float* head_pack_buffer(size_t floats) {
+    struct Buf {
+        float* p = nullptr;
+        size_t n = 0;
+        ~Buf() { std::free(p); }
+    };
+    static thread_local Buf buf;
+    if (buf.n < floats) {
+        std::free(buf.p);
+        buf.n = (floats + 15) / 16 * 16;  // aligned_alloc wants a multiple of the alignment
+        buf.p = static_cast<float*>(std::aligned_alloc(64, buf.n * sizeof(float)));
+        ICL_ASSERT_MSG(buf.p, "out of memory for attention's packed k and v");
+    }
+    return buf.p;
+}
+
 // The forward of one (b,h) pair, one block of query rows [i0,i1) at a time — shared by both forms, so their out
 // is the same to the bit. Block i0's probabilities go to P + i0·p_step (leading dimension ldp): the saved
 // (T,T) att (p_step = T, ldp = T, rows zeroed to T) or one reused ATT_BLOCK × T panel (p_step = 0, rows zeroed
@@ -77,12 +96,26 @@ void forward_pair(real* o,        // (T,hs), row stride C
     const int C3 = 3 * C;
     const real* k = q + C;
     const real* v = q + 2 * C;
+    // float: kᵀ (hs × T) and v (T × hs) packed once for all the blocks (gemm_pack_b), instead of by every block's
+    // products again (the same bits; 2026-12-04 on a Zen 5, T = 1024: see docs/benchmarks.md)
+    float* kp = nullptr;
+    float* vp = nullptr;
+    if constexpr (std::is_same_v<real, float>) {
+        const size_t nk = gemm_packed_b_size(hs, T);
+        kp = head_pack_buffer(nk + gemm_packed_b_size(T, hs));
+        vp = kp + nk;  // nk is a whole number of panels (hs·NR floats each): still 64-byte aligned
+        gemm_pack_b(true, hs, T, k, C3, kp);
+        gemm_pack_b(false, T, hs, v, C3, vp);
+    }
     for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
         const int i1 = std::min(T, i0 + ATT_BLOCK), ib = i1 - i0;
         real* a = P + (size_t)i0 * p_step;  // (ib, ldp) block i0's rows
         const int zero_to = p_step ? T : i1;
         // preatt[i0:i1, 0:i1] = scale · q[i0:i1] @ k[0:i1]ᵀ
-        gemm<real>(false, true, ib, i1, hs, scale, q + (size_t)i0 * C3, C3, k, C3, real(0), a, ldp);
+        if constexpr (std::is_same_v<real, float>)
+            gemm_f32_packed_b(false, ib, i1, hs, scale, q + (size_t)i0 * C3, C3, kp, hs, 0, 0, 0.0f, a, ldp);
+        else
+            gemm<real>(false, true, ib, i1, hs, scale, q + (size_t)i0 * C3, C3, k, C3, real(0), a, ldp);
         // causal, numerically stable softmax of each row over lo <= j <= i (lo = 0 without a key start)
         for (int i = i0; i < i1; i++) {
             real* row = a + (size_t)(i - i0) * ldp;
@@ -99,7 +132,10 @@ void forward_pair(real* o,        // (T,hs), row stride C
             if (lse) lse[i] = maxv + std::log(sum);
         }
         // out[i0:i1] = att[i0:i1, 0:i1] @ v[0:i1]      (att is 0 beyond the diagonal)
-        gemm<real>(false, false, ib, hs, i1, real(1), a, ldp, v, C3, real(0), o + (size_t)i0 * C, C);
+        if constexpr (std::is_same_v<real, float>)
+            gemm_f32_packed_b(false, ib, hs, i1, 1.0f, a, ldp, vp, T, 0, 0, 0.0f, o + (size_t)i0 * C, C);
+        else
+            gemm<real>(false, false, ib, hs, i1, real(1), a, ldp, v, C3, real(0), o + (size_t)i0 * C, C);
     }
 }
 }  // namespace attention_detail
@@ -287,6 +323,17 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
             const real* dO = dout + (size_t)b * T * C + h * hs; // (T,hs), row stride C
             const real* O = out + (size_t)b * T * C + h * hs;   // (T,hs), row stride C
             const real* l = lse + (size_t)bh * T;               // (T)
+            // float: dout and q (T × hs) packed once for the products of every key block that take rows j0..T of
+            // them (dv and dk), instead of again by each of those products (the same bits)
+            float* dop = nullptr;
+            float* qp = nullptr;
+            if constexpr (std::is_same_v<real, float>) {
+                const size_t np = gemm_packed_b_size(T, hs);  // a whole number of panels: qp stays 64-byte aligned
+                dop = attention_detail::head_pack_buffer(2 * np);
+                qp = dop + np;
+                gemm_pack_b(false, T, hs, dO, C, dop);
+                gemm_pack_b(false, T, hs, q, C3, qp);
+            }
             // Σ_j P[i,j]·dP[i,j] = Σ_j P[i,j]·(dout_i·v_j) = dout_i · out_i
             for (int i = 0; i < T; i++)
                 D[i] = fixed_sum<real>((size_t)hs, [&](size_t c) { return dO[(size_t)i * C + c] * O[(size_t)i * C + c]; });
@@ -315,9 +362,14 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                     for (int j = 0; j < jb; j++) drow[j] = prow[j] * (drow[j] - Di);
                 }
                 // out = P @ v                =>   dv[j0:j1] += P[j0:T, j0:j1]ᵀ @ dout[j0:T]
-                gemm<real>(true, false, jb, hs, n, real(1), a, JB, dO + (size_t)j0 * C, C, real(1), dv + (size_t)j0 * C3, C3);
                 // preatt = scale · q @ kᵀ   =>   dk[j0:j1] += scale · dSᵀ @ q[j0:T],   dq[j0:T] += scale · dS @ k[j0:j1]
-                gemm<real>(true, false, jb, hs, n, scale, da, JB, q + (size_t)j0 * C3, C3, real(1), dk + (size_t)j0 * C3, C3);
+                if constexpr (std::is_same_v<real, float>) {
+                    gemm_f32_packed_b(true, jb, hs, n, 1.0f, a, JB, dop, T, j0, 0, 1.0f, dv + (size_t)j0 * C3, C3);
+                    gemm_f32_packed_b(true, jb, hs, n, scale, da, JB, qp, T, j0, 0, 1.0f, dk + (size_t)j0 * C3, C3);
+                } else {
+                    gemm<real>(true, false, jb, hs, n, real(1), a, JB, dO + (size_t)j0 * C, C, real(1), dv + (size_t)j0 * C3, C3);
+                    gemm<real>(true, false, jb, hs, n, scale, da, JB, q + (size_t)j0 * C3, C3, real(1), dk + (size_t)j0 * C3, C3);
+                }
                 gemm<real>(false, false, n, hs, jb, scale, da, JB, k + (size_t)j0 * C3, C3, real(1), dq + (size_t)j0 * C3, C3);
             }
         }

@@ -31,6 +31,7 @@
 #include "layers/matmul.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -327,8 +328,10 @@ void edge_kernel(int kc, const float* Ap, const float* Bp, float* C, int ldc, in
 
 // ---------------------------------------------------------------------------------------------------------
 // One thread's share: C[m0:m1, n0:n1] = alpha·op(A)[m0:m1,:]·op(B)[:, n0:n1] + beta·C[m0:m1, n0:n1].
+// Bpk non-null: op(B) is already packed (gemm_pack_b, all bk of its rows at once; n0 a multiple of NR): its micro-panel
+// for columns j.. and the KC block at pc is at Bpk + (j/NR)·bk·NR + pc·NR, the same floats pack_B would write.
 void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, float alpha, const float* A, int lda,
-               const float* B, int ldb, float beta, float* C, int ldc) {
+               const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc) {
     if (m1 <= m0 || n1 <= n0) return;
     PackBuffers& buf = thread_buffers();
     const int kc_blk = balanced_block(K, KC_MAX, 1);
@@ -341,13 +344,14 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
         for (int pc = 0; pc < K; pc += kc_blk) {
             const int kc = std::min(kc_blk, K - pc);
             const int beta_mode = pc == 0 ? beta_mode0 : BETA_ONE;  // later K blocks accumulate
-            pack_B(transB, B, ldb, pc, jc, kc, nc, buf.b);
+            if (!Bpk) pack_B(transB, B, ldb, pc, jc, kc, nc, buf.b);
             for (int ic = m0; ic < m1; ic += mc_blk) {
                 const int mc = std::min(mc_blk, m1 - ic);
                 pack_A(transA, A, lda, ic, pc, mc, kc, buf.a);
                 for (int jr = 0; jr < nc; jr += NR) {
                     const int nr = std::min(NR, nc - jr);
-                    const float* Bp = buf.b + (size_t)jr * kc;  // micro-panel (kc, NR)
+                    const float* Bp = Bpk ? Bpk + (size_t)(jc + jr) / NR * bk * NR + (size_t)pc * NR  // micro-panel (kc, NR)
+                                          : buf.b + (size_t)jr * kc;
                     for (int ir = 0; ir < mc; ir += MR) {
                         const int mr = std::min(MR, mc - ir);
                         const float* Ap = buf.a + (size_t)ir * kc;  // micro-panel (kc, MR)
@@ -412,16 +416,11 @@ void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn) {
     }
 }
 
-void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-              int ldb, float beta, float* C, int ldc) {
-    ICL_ASSERT(M >= 0 && N >= 0 && K >= 0);
-    if (M == 0 || N == 0) return;
-    ICL_ASSERT(ldc >= N);
+namespace {
+// gemm_f32 and gemm_f32_packed_b: op(B) is B (Bpk null) or its pack Bpk (bk rows).
+void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+              const float* Bpk, int bk, float beta, float* C, int ldc) {
     const bool no_product = K == 0 || alpha == 0.0f;
-    if (!no_product) {
-        ICL_ASSERT_MSG(lda >= (transA ? M : K), strfmt("gemm: lda=%d too small", lda));
-        ICL_ASSERT_MSG(ldb >= (transB ? K : N), strfmt("gemm: ldb=%d too small", ldb));
-    }
 
     // Thread count: 1 inside an active parallel region; otherwise the OpenMP default, reduced for small
     // products (a thread should get at least ~2^18 multiply-adds to pay for waking it).
@@ -443,7 +442,7 @@ void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const 
         int m0 = std::min(M, (int)((long)ti * row_units / tm) * MR), m1 = std::min(M, (int)((long)(ti + 1) * row_units / tm) * MR);
         int n0 = std::min(N, (int)((long)tj * col_units / tn) * NR), n1 = std::min(N, (int)((long)(tj + 1) * col_units / tn) * NR);
         if (no_product) scale_rect(m0, m1, n0, n1, beta, C, ldc);
-        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, B, ldb, Bpk, bk, beta, C, ldc);
     };
 
     if (nt == 1) {
@@ -457,6 +456,41 @@ void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const 
         for (int t = omp_get_thread_num(); t < nt; t += omp_get_num_threads()) run(t);
     }
 #endif
+}
+
+}  // namespace
+
+void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+              int ldb, float beta, float* C, int ldc) {
+    ICL_ASSERT(M >= 0 && N >= 0 && K >= 0);
+    if (M == 0 || N == 0) return;
+    ICL_ASSERT(ldc >= N);
+    if (K > 0 && alpha != 0.0f) {
+        ICL_ASSERT_MSG(lda >= (transA ? M : K), strfmt("gemm: lda=%d too small", lda));
+        ICL_ASSERT_MSG(ldb >= (transB ? K : N), strfmt("gemm: ldb=%d too small", ldb));
+    }
+    gemm_run(transA, transB, M, N, K, alpha, A, lda, B, ldb, nullptr, 0, beta, C, ldc);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// A pre-packed op(B) (matmul.h): pack_B over all K rows at once, so its micro-panel q (columns q·NR …) is K × NR
+// at Bp + q·K·NR, and the KC block at pc of it starts pc·NR further on — exactly what gemm_rect packs per block.
+int gemm_panel_cols() { return NR; }
+size_t gemm_packed_b_size(int K, int N) { return (size_t)K * ceil_div(N, NR) * NR; }
+void gemm_pack_b(bool transB, int K, int N, const float* B, int ldb, float* Bp) {
+    ICL_ASSERT(K >= 0 && N >= 0 && ldb >= (transB ? K : N));
+    ICL_ASSERT_MSG(reinterpret_cast<uintptr_t>(Bp) % 64 == 0, "gemm_pack_b: the pack must be 64-byte aligned");
+    if (K > 0 && N > 0) pack_B(transB, B, ldb, 0, 0, K, N, Bp);
+}
+void gemm_f32_packed_b(bool transA, int M, int N, int K, float alpha, const float* A, int lda, const float* Bp, int Kp,
+                       int k0, int j0, float beta, float* C, int ldc) {
+    ICL_ASSERT(M >= 0 && N >= 0 && K >= 0 && k0 >= 0 && j0 >= 0);
+    if (M == 0 || N == 0) return;
+    ICL_ASSERT(ldc >= N);
+    ICL_ASSERT_MSG(k0 + K <= Kp && j0 % NR == 0, strfmt("gemm_f32_packed_b: rows %d..%d of a pack of %d, column %d", k0, k0 + K, Kp, j0));
+    if (K > 0 && alpha != 0.0f) ICL_ASSERT_MSG(lda >= (transA ? M : K), strfmt("gemm: lda=%d too small", lda));
+    gemm_run(transA, false, M, N, K, alpha, A, lda, nullptr, 0, Bp + (size_t)j0 / NR * Kp * NR + (size_t)k0 * NR, Kp, beta,
+             C, ldc);
 }
 
 }  // namespace icl

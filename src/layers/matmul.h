@@ -25,6 +25,18 @@ void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const 
 // The tm × tn grid of rectangles (tm·tn = nt) gemm_f32 gives its nt threads for a C of M × N (the least work per
 // thread, packing included; gemm.cpp). Exposed for `bench gemm` and the tests.
 void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn);
+// A pre-packed B, for products that share one op(B) (attention multiplies one head's k and v with every block of
+// its queries): pack op(B) (K × N) once into Bp (gemm_packed_b_size(K, N) floats, 64-byte aligned), then
+//   gemm_f32_packed_b: C(M,N) = alpha·op(A)·op(B)[k0:k0+K, j0:j0+N] + beta·C      (Kp = the K it was packed with,
+//                      k0 + K <= Kp, j0 a multiple of gemm_panel_cols(), j0 + N within the packed columns)
+// The pack is the layout gemm_f32 packs B into, all K rows at once, so the result has gemm_f32's bits for the
+// same operands (tests). Packing costs ~0.4 cycles a float against 2·VL multiply-adds a cycle, so a block of 64
+// queries against the keys of a head of size 64, repacking k for every block, spends ~20% of its product copying.
+int gemm_panel_cols();                          // NR: 32 (AVX-512), 16 (AVX2, portable)
+size_t gemm_packed_b_size(int K, int N);        // floats
+void gemm_pack_b(bool transB, int K, int N, const float* B, int ldb, float* Bp);
+void gemm_f32_packed_b(bool transA, int M, int N, int K, float alpha, const float* A, int lda, const float* Bp, int Kp,
+                       int k0, int j0, float beta, float* C, int ldc);
 
 // Naive reference: C (M,N) = alpha·op(A)·op(B) + beta·C.   A (M,K) or (K,M) if transA; B (K,N) or (N,K) if transB.
 template <typename real>

@@ -29,9 +29,11 @@
 // To add a benchmark (e.g. `bench model`: train-step ms and tokens/s), write `int bench_xxx(const BenchOptions&)`
 // and add a row to kSubcommands; --help, the subcommand check and "no subcommand = run all" follow from the table.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,7 @@
 
 #include "engine/common.h"
 #include "engine/rng.h"
+#include "layers/attention.h"
 #include "layers/dispatch.h"
 #include "layers/matmul.h"
 #include "models/cgt/cgt.h"
@@ -580,6 +583,63 @@ int bench_kernels(const BenchOptions& opt) {
     row("crossentropy bwd", sNV, 3.0 * nv * 4, [&] { op::crossentropy_backward(dev, dlogits.ptr, dl.ptr, probs.ptr, dtok.ptr, N, V); });
     row("adamw", strfmt("(%lld,)", (long long)P), 7.0 * P * 4,
         [&] { op::adamw_update(dev, p.ptr, g.ptr, m.ptr, v.ptr, P, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1); });
+    return 0;
+}
+
+// The CPU softmax attention's two forms (layers/attention.h) at the model's B, T, C, NH, one layer: the materialising
+// one (forward saves the probabilities att (B,NH,T,T), backward reads them) and the O(T)-memory one the models run
+// (forward saves each row's log-sum-exp, backward recomputes the probabilities a block of keys at a time). Issue 15
+// asks the second to be no slower at T = 256 and faster at T >= 1024. The four calls alternate round by round,
+// each round a run of MIN_RUN_SECONDS or more; medians of --reps rounds, and their ratios.
+int bench_attention(const BenchOptions& opt) {
+    if (opt.dev != Device::cpu) {
+        std::printf("bench attention: skipped on --device %s (it compares the CPU's two attention forms)\n", device_name(opt.dev));
+        return 0;
+    }
+    const int B = opt.batch, T = opt.seq, C = opt.model.C, NH = opt.model.NH, hs = C / NH;
+    const double att_bytes = 4.0 * B * NH * T * T;
+    if (att_bytes > 8e9) {
+        std::fprintf(stderr, "bench attention: the materialising form's probabilities would take %.1f GB (B*NH*T*T floats); lower --seq or --batch\n",
+                     att_bytes / 1e9);
+        return 2;
+    }
+    Rng rng(42);
+    std::vector<float> qkv((size_t)B * T * 3 * C), out((size_t)B * T * C), dout(out.size()), dqkv(qkv.size()), lse((size_t)B * NH * T);
+    fill_uniform(qkv.data(), qkv.size(), rng, -1.0, 1.0);
+    fill_uniform(dout.data(), dout.size(), rng, -1.0, 1.0);
+    std::vector<float> att((size_t)B * NH * T * T), sc_mat(attention_scratch_size(B, T, C, NH)), sc_lse(attention_lse_scratch_size(B, T, NH));
+    std::printf("bench attention: causal softmax attention, one layer, B=%d T=%d C=%d NH=%d (head size %d), %s\n", B, T, C, NH, hs,
+                device_line(opt).c_str());
+    std::printf("  materialising: saves att (B,NH,T,T), %.1f MB; O(T): saves the row log-sum-exp (B,NH,T), %.2f MB, and recomputes the "
+                "probabilities in backward\n",
+                att_bytes / 1e6, 4.0 * lse.size() / 1e6);
+    std::printf("  medians of %d rounds, the four calls alternating; each round >= %.0f ms of calls\n\n", opt.reps, MIN_RUN_SECONDS * 1e3);
+    std::function<void()> fns[4] = {
+        [&] { attention_forward(out.data(), att.data(), (float*)nullptr, qkv.data(), B, T, C, NH); },
+        [&] { attention_backward(dqkv.data(), sc_mat.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH); },
+        [&] { attention_forward_lse(out.data(), lse.data(), sc_lse.data(), qkv.data(), B, T, C, NH); },
+        [&] { attention_backward_lse(dqkv.data(), sc_lse.data(), dout.data(), out.data(), qkv.data(), lse.data(), B, T, C, NH); },
+    };
+    int inner[4];
+    for (int f = 0; f < 4; f++) {  // a warm-up call, then the calls per round
+        fns[f]();
+        const double t0 = now_seconds();
+        fns[f]();
+        inner[f] = std::max(1, (int)std::ceil(MIN_RUN_SECONDS / std::max(now_seconds() - t0, 1e-9)));
+    }
+    std::vector<double> runs[4];
+    for (int r = 0; r < opt.reps; r++)
+        for (int f = 0; f < 4; f++) {
+            const double t0 = now_seconds();
+            for (int i = 0; i < inner[f]; i++) fns[f]();
+            runs[f].push_back((now_seconds() - t0) / inner[f]);
+        }
+    double ms[4];
+    for (int f = 0; f < 4; f++) ms[f] = median(runs[f]) * 1e3;
+    std::printf("%-24s %10s %10s %12s\n", "form", "fwd ms", "bwd ms", "fwd+bwd ms");
+    std::printf("%-24s %10.3f %10.3f %12.3f\n", "materialising (att)", ms[0], ms[1], ms[0] + ms[1]);
+    std::printf("%-24s %10.3f %10.3f %12.3f\n", "O(T) (row lse)", ms[2], ms[3], ms[2] + ms[3]);
+    std::printf("%-24s %10.3f %10.3f %12.3f\n", "O(T) / materialising", ms[2] / ms[0], ms[3] / ms[1], (ms[2] + ms[3]) / (ms[0] + ms[1]));
     return 0;
 }
 

@@ -23,5 +23,6 @@ int bench_gemm(const BenchOptions& opt);     // fp32 GEMM at 1024³ and the GPT'
 int bench_model(const BenchOptions& opt);    // train_gpt step: ms, tokens/s, GFLOP/s vs peak, time per layer kind
 int bench_cgt(const BenchOptions& opt);      // train_cgt step vs the same-width GPT step, FLOPs per part
 int bench_kernels(const BenchOptions& opt);  // bandwidth-bound layers: GB/s vs the measured copy bandwidth
+int bench_attention(const BenchOptions& opt);  // the CPU softmax attention: materialising vs O(T) form, fwd/bwd ms
 
 }  // namespace icl
