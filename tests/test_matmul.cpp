@@ -229,6 +229,49 @@ TEST_CASE("gemm_f32_packed_b (op(B) packed once, used from rows k0 and column j0
     CHECK(wrong == 0);
 }
 
+TEST_CASE("gemm_f32_packed_ab (op(A) and op(B) packed once, used from row i0, column j0, depth k0) = gemm_f32, bit for bit") {
+    // attention's backward (P and dP of a key block: q and dout packed as A from the row panel at or before j0, kᵀ
+    // and vᵀ as B from column j0) and the edges: ragged M and N, a half tile, several KC blocks from an odd k0
+    struct Case { bool ta, tb; int M, N, K, Mp, Np, Kp, i0, j0, k0; float alpha, beta; };
+    const int mr = gemm_panel_rows(), nr = gemm_panel_cols();
+    const Case cases[] = {
+        {false, true, 256 - 5 * mr, 64, 64, 256, 256, 64, 5 * mr, 64, 0, 0.125f, 0.0f},
+        {false, true, 1000, 16, 16, 1024, 1024, 16, 2 * mr, 3 * nr, 0, 1.0f, 0.0f},
+        {true, false, 37, 70, 801, 3 * mr + 37, nr + 70, 900, 3 * mr, nr, 37, 1.0f, 0.5f},
+        {true, true, mr + 1, nr - 1, 3, mr + 1, nr - 1, 5, 0, 0, 2, -2.0f, 1.0f},
+    };
+    const int nt = max_threads();
+    int wrong = 0;
+    for (const Case& c : cases) {
+        for (int threads : {1, 2}) {
+            CAPTURE(c.M); CAPTURE(c.N); CAPTURE(c.K); CAPTURE(threads);
+            set_threads(threads);
+            Rng rng(11 + c.M);
+            const int lda = (c.ta ? c.Mp : c.Kp) + 2, ldb = (c.tb ? c.Kp : c.Np) + 3, ldc = c.N + 1;
+            std::vector<float> A((size_t)(c.ta ? c.Kp : c.Mp) * lda), B((size_t)(c.tb ? c.Np : c.Kp) * ldb), C0((size_t)c.M * ldc);
+            fill_uniform(A.data(), A.size(), rng, -1.0, 1.0);
+            fill_uniform(B.data(), B.size(), rng, -1.0, 1.0);
+            fill_uniform(C0.data(), C0.size(), rng, -1.0, 1.0);
+            std::vector<float> want = C0, got = C0;
+            const float* Asub = c.ta ? A.data() + (size_t)c.k0 * lda + c.i0 : A.data() + (size_t)c.i0 * lda + c.k0;
+            const float* Bsub = c.tb ? B.data() + (size_t)c.j0 * ldb + c.k0 : B.data() + (size_t)c.k0 * ldb + c.j0;
+            gemm_f32(c.ta, c.tb, c.M, c.N, c.K, c.alpha, Asub, lda, Bsub, ldb, c.beta, want.data(), ldc);
+            const size_t na = gemm_packed_a_size(c.Mp, c.Kp), nb = gemm_packed_b_size(c.Kp, c.Np);
+            CHECK(na >= (size_t)c.Mp * c.Kp);
+            float* Ap = static_cast<float*>(std::aligned_alloc(64, (na * sizeof(float) + 63) / 64 * 64));
+            float* Bp = static_cast<float*>(std::aligned_alloc(64, (nb * sizeof(float) + 63) / 64 * 64));
+            gemm_pack_a(c.ta, c.Mp, c.Kp, A.data(), lda, Ap);
+            gemm_pack_b(c.tb, c.Kp, c.Np, B.data(), ldb, Bp);
+            gemm_f32_packed_ab(c.M, c.N, c.K, c.alpha, Ap, c.Kp, c.i0, Bp, c.Kp, c.j0, c.k0, c.beta, got.data(), ldc);
+            std::free(Ap);
+            std::free(Bp);
+            wrong += !bit_equal(want, got);
+        }
+    }
+    set_threads(nt);
+    CHECK(wrong == 0);
+}
+
 TEST_CASE("gemm's thread grid: the split with less packing when the rectangles are about equal") {
     int tm = 0, tn = 0;
     // the GPT's activation-row products (M = B·T = 2048 rows, N = C = 384 or 256 columns): by rows, so that each

@@ -253,11 +253,14 @@ void attention_backward(real* dqkv,        // (B,T,3C)
 //             dq[j0:T] += scale·dS k[j0:j1]  — dv and dk each in one product over all their rows
 // Every (b,h) pair is one thread's, its blocks in a fixed order: bit-identical for any thread count.
 
-// Elements of scratch attention_forward_lse / attention_backward_lse need: two ATT_BLOCK × T panels and a T-row
-// vector per thread.
+// Elements of scratch attention_forward_lse / attention_backward_lse need: two (T + ATT_LSE_PAD) × ATT_BLOCK panels
+// and a T-row vector per thread (the pad: the backward's products start at a whole GEMM row panel, up to
+// gemm_panel_rows() − 1 <= 11 rows before the block).
+constexpr int ATT_LSE_PAD = 16;
+inline size_t attention_lse_slice(int T) { return 2 * (size_t)ATT_BLOCK * (T + ATT_LSE_PAD) + T; }
 inline size_t attention_lse_scratch_size(int B, int T, int NH, int nthreads = attention_max_threads()) {
     const int slices = std::max(1, std::min(nthreads, B * NH));
-    return (size_t)slices * (2 * (size_t)ATT_BLOCK * T + T);
+    return (size_t)slices * attention_lse_slice(T);
 }
 
 template <typename real>
@@ -274,7 +277,7 @@ void attention_forward_lse(real* out,        // (B,T,C)
 #pragma omp parallel num_threads(nthreads) if (attention_detail::use_threads((double)B * NH * T * T * hs))
     {
 #ifdef _OPENMP
-        real* a = scratch + (size_t)omp_get_thread_num() * (2 * (size_t)ATT_BLOCK * T + T);  // (ATT_BLOCK,T) this thread's P panel
+        real* a = scratch + (size_t)omp_get_thread_num() * attention_lse_slice(T);  // (ATT_BLOCK,T) this thread's P panel
 #else
         real* a = scratch;
 #endif
@@ -305,12 +308,12 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
 #pragma omp parallel num_threads(nthreads) if (attention_detail::use_threads((double)B * NH * T * T * hs))
     {
 #ifdef _OPENMP
-        real* a = scratch + (size_t)omp_get_thread_num() * (2 * (size_t)ATT_BLOCK * T + T);  // (T,JB) P of a key block, …
+        real* a0 = scratch + (size_t)omp_get_thread_num() * attention_lse_slice(T);  // (T+PAD,JB) P of a key block, …
 #else
-        real* a = scratch;
+        real* a0 = scratch;
 #endif
-        real* da = a + (size_t)JB * T;  // (T,JB) … dP, then dS in place
-        real* D = da + (size_t)JB * T;  // (T) Σ_j P[i,j]·dP[i,j] per row
+        real* da0 = a0 + (size_t)JB * (T + ATT_LSE_PAD);  // (T+PAD,JB) … dP, then dS in place
+        real* D = da0 + (size_t)JB * (T + ATT_LSE_PAD);   // (T) Σ_j P[i,j]·dP[i,j] per row
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * NH; bh++) {
             const int b = bh / NH, h = bh % NH;
@@ -323,16 +326,26 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
             const real* dO = dout + (size_t)b * T * C + h * hs; // (T,hs), row stride C
             const real* O = out + (size_t)b * T * C + h * hs;   // (T,hs), row stride C
             const real* l = lse + (size_t)bh * T;               // (T)
-            // float: dout and q (T × hs) packed once for the products of every key block that take rows j0..T of
-            // them (dv and dk), instead of again by each of those products (the same bits)
-            float* dop = nullptr;
-            float* qp = nullptr;
+            // float: every operand the key blocks share, packed once per head (gemm_pack_a / gemm_pack_b) instead of
+            // again by each block's products: q, dout as the A of P and dP (all their rows: a block starts at a whole
+            // row panel, r0 <= j0, and its rows before j0 are computed and not used), kᵀ, vᵀ (hs × T) as their B, and
+            // dout, q (T × hs) as the B of dv and dk. The same bits as packing per product.
+            float *ktp = nullptr, *vtp = nullptr, *dop = nullptr, *qp = nullptr, *qap = nullptr, *doap = nullptr;
             if constexpr (std::is_same_v<real, float>) {
-                const size_t np = gemm_packed_b_size(T, hs);  // a whole number of panels: qp stays 64-byte aligned
-                dop = attention_detail::head_pack_buffer(2 * np);
+                // the B packs first: whole panels of NR floats a row keep each of them 64-byte aligned
+                const size_t nt = gemm_packed_b_size(hs, T), np = gemm_packed_b_size(T, hs), na = gemm_packed_a_size(T, hs);
+                ktp = attention_detail::head_pack_buffer(2 * nt + 2 * np + 2 * na);
+                vtp = ktp + nt;
+                dop = vtp + nt;
                 qp = dop + np;
+                qap = qp + np;
+                doap = qap + na;
+                gemm_pack_b(true, hs, T, k, C3, ktp);
+                gemm_pack_b(true, hs, T, v, C3, vtp);
                 gemm_pack_b(false, T, hs, dO, C, dop);
                 gemm_pack_b(false, T, hs, q, C3, qp);
+                gemm_pack_a(false, T, hs, q, C3, qap);
+                gemm_pack_a(false, T, hs, dO, C, doap);
             }
             // Σ_j P[i,j]·dP[i,j] = Σ_j P[i,j]·(dout_i·v_j) = dout_i · out_i
             for (int i = 0; i < T; i++)
@@ -340,10 +353,20 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
             // one block of keys [j0,j1) at a time, against the query rows that see it (i >= j0)
             for (int j0 = 0; j0 < T; j0 += JB) {
                 const int j1 = std::min(T, j0 + JB), jb = j1 - j0, n = T - j0;
+                real* a = a0;    // (n,JB) P[j0:T, j0:j1]
+                real* da = da0;  // (n,JB) dP[j0:T, j0:j1]
                 // the forward's P[j0:T, j0:j1], recomputed: exp(scale · q_i·k_j − lse[i]) for lo(i) <= j <= i, else 0
-                gemm<real>(false, true, n, jb, hs, scale, q + (size_t)j0 * C3, C3, k + (size_t)j0 * C3, C3, real(0), a, JB);
                 // out = P @ v   =>   dP[j0:T, j0:j1] = dout[j0:T] @ v[j0:j1]ᵀ
-                gemm<real>(false, true, n, jb, hs, real(1), dO + (size_t)j0 * C, C, v + (size_t)j0 * C3, C3, real(0), da, JB);
+                if constexpr (std::is_same_v<real, float>) {
+                    const int r0 = j0 / gemm_panel_rows() * gemm_panel_rows();  // rows r0..j0-1: computed, not used
+                    a += (size_t)(j0 - r0) * JB;
+                    da += (size_t)(j0 - r0) * JB;
+                    gemm_f32_packed_ab(T - r0, jb, hs, scale, qap, hs, r0, ktp, hs, j0, 0, 0.0f, a0, JB);
+                    gemm_f32_packed_ab(T - r0, jb, hs, 1.0f, doap, hs, r0, vtp, hs, j0, 0, 0.0f, da0, JB);
+                } else {
+                    gemm<real>(false, true, n, jb, hs, scale, q + (size_t)j0 * C3, C3, k + (size_t)j0 * C3, C3, real(0), a, JB);
+                    gemm<real>(false, true, n, jb, hs, real(1), dO + (size_t)j0 * C, C, v + (size_t)j0 * C3, C3, real(0), da, JB);
+                }
                 for (int i = j0; i < T; i++) {
                     real* prow = a + (size_t)(i - j0) * JB;   // (jb)
                     real* drow = da + (size_t)(i - j0) * JB;  // (jb)

@@ -330,8 +330,9 @@ void edge_kernel(int kc, const float* Ap, const float* Bp, float* C, int ldc, in
 // One thread's share: C[m0:m1, n0:n1] = alpha·op(A)[m0:m1,:]·op(B)[:, n0:n1] + beta·C[m0:m1, n0:n1].
 // Bpk non-null: op(B) is already packed (gemm_pack_b, all bk of its rows at once; n0 a multiple of NR): its micro-panel
 // for columns j.. and the KC block at pc is at Bpk + (j/NR)·bk·NR + pc·NR, the same floats pack_B would write.
+// Apk likewise for op(A) (gemm_pack_a, ka deep; m0 a multiple of MR, as every thread's share is).
 void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, float alpha, const float* A, int lda,
-               const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc) {
+               const float* Apk, int ka, const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc) {
     if (m1 <= m0 || n1 <= n0) return;
     PackBuffers& buf = thread_buffers();
     const int kc_blk = balanced_block(K, KC_MAX, 1);
@@ -347,14 +348,15 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
             if (!Bpk) pack_B(transB, B, ldb, pc, jc, kc, nc, buf.b);
             for (int ic = m0; ic < m1; ic += mc_blk) {
                 const int mc = std::min(mc_blk, m1 - ic);
-                pack_A(transA, A, lda, ic, pc, mc, kc, buf.a);
+                if (!Apk) pack_A(transA, A, lda, ic, pc, mc, kc, buf.a);
                 for (int jr = 0; jr < nc; jr += NR) {
                     const int nr = std::min(NR, nc - jr);
                     const float* Bp = Bpk ? Bpk + (size_t)(jc + jr) / NR * bk * NR + (size_t)pc * NR  // micro-panel (kc, NR)
                                           : buf.b + (size_t)jr * kc;
                     for (int ir = 0; ir < mc; ir += MR) {
                         const int mr = std::min(MR, mc - ir);
-                        const float* Ap = buf.a + (size_t)ir * kc;  // micro-panel (kc, MR)
+                        const float* Ap = Apk ? Apk + (size_t)(ic + ir) / MR * ka * MR + (size_t)pc * MR  // micro-panel (kc, MR)
+                                              : buf.a + (size_t)ir * kc;
                         float* Ct = C + (size_t)(ic + ir) * ldc + jc + jr;
                         if (nr > VL) {  // the full tile
                             if (mr == MR && nr == NR) micro_kernel<2>(kc, Ap, Bp, Ct, ldc, alpha, beta, beta_mode);
@@ -417,9 +419,10 @@ void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn) {
 }
 
 namespace {
-// gemm_f32 and gemm_f32_packed_b: op(B) is B (Bpk null) or its pack Bpk (bk rows).
-void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-              const float* Bpk, int bk, float beta, float* C, int ldc) {
+// gemm_f32 and the packed entries: op(A) is A (Apk null) or its pack Apk (ka deep), op(B) is B (Bpk null) or its
+// pack Bpk (bk deep).
+void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* Apk, int ka,
+              const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc) {
     const bool no_product = K == 0 || alpha == 0.0f;
 
     // Thread count: 1 inside an active parallel region; otherwise the OpenMP default, reduced for small
@@ -442,7 +445,7 @@ void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const 
         int m0 = std::min(M, (int)((long)ti * row_units / tm) * MR), m1 = std::min(M, (int)((long)(ti + 1) * row_units / tm) * MR);
         int n0 = std::min(N, (int)((long)tj * col_units / tn) * NR), n1 = std::min(N, (int)((long)(tj + 1) * col_units / tn) * NR);
         if (no_product) scale_rect(m0, m1, n0, n1, beta, C, ldc);
-        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, B, ldb, Bpk, bk, beta, C, ldc);
+        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, Apk, ka, B, ldb, Bpk, bk, beta, C, ldc);
     };
 
     if (nt == 1) {
@@ -469,7 +472,7 @@ void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const 
         ICL_ASSERT_MSG(lda >= (transA ? M : K), strfmt("gemm: lda=%d too small", lda));
         ICL_ASSERT_MSG(ldb >= (transB ? K : N), strfmt("gemm: ldb=%d too small", ldb));
     }
-    gemm_run(transA, transB, M, N, K, alpha, A, lda, B, ldb, nullptr, 0, beta, C, ldc);
+    gemm_run(transA, transB, M, N, K, alpha, A, lda, nullptr, 0, B, ldb, nullptr, 0, beta, C, ldc);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -489,8 +492,25 @@ void gemm_f32_packed_b(bool transA, int M, int N, int K, float alpha, const floa
     ICL_ASSERT(ldc >= N);
     ICL_ASSERT_MSG(k0 + K <= Kp && j0 % NR == 0, strfmt("gemm_f32_packed_b: rows %d..%d of a pack of %d, column %d", k0, k0 + K, Kp, j0));
     if (K > 0 && alpha != 0.0f) ICL_ASSERT_MSG(lda >= (transA ? M : K), strfmt("gemm: lda=%d too small", lda));
-    gemm_run(transA, false, M, N, K, alpha, A, lda, nullptr, 0, Bp + (size_t)j0 / NR * Kp * NR + (size_t)k0 * NR, Kp, beta,
-             C, ldc);
+    gemm_run(transA, false, M, N, K, alpha, A, lda, nullptr, 0, nullptr, 0, Bp + (size_t)j0 / NR * Kp * NR + (size_t)k0 * NR, Kp,
+             beta, C, ldc);
+}
+// The same for op(A): pack_A over all K columns at once, micro-panel p (rows p·MR …) K × MR at Ap + p·K·MR.
+int gemm_panel_rows() { return MR; }
+size_t gemm_packed_a_size(int M, int K) { return (size_t)ceil_div(M, MR) * MR * K; }
+void gemm_pack_a(bool transA, int M, int K, const float* A, int lda, float* Ap) {
+    ICL_ASSERT(M >= 0 && K >= 0 && lda >= (transA ? M : K));
+    if (K > 0 && M > 0) pack_A(transA, A, lda, 0, 0, M, K, Ap);
+}
+void gemm_f32_packed_ab(int M, int N, int K, float alpha, const float* Ap, int Kpa, int i0, const float* Bp, int Kpb, int j0,
+                        int k0, float beta, float* C, int ldc) {
+    ICL_ASSERT(M >= 0 && N >= 0 && K >= 0 && k0 >= 0 && i0 >= 0 && j0 >= 0);
+    if (M == 0 || N == 0) return;
+    ICL_ASSERT(ldc >= N);
+    ICL_ASSERT_MSG(k0 + K <= Kpa && k0 + K <= Kpb && i0 % MR == 0 && j0 % NR == 0,
+                   strfmt("gemm_f32_packed_ab: depth %d..%d of packs of %d and %d, row %d, column %d", k0, k0 + K, Kpa, Kpb, i0, j0));
+    gemm_run(false, false, M, N, K, alpha, nullptr, 0, Ap + (size_t)i0 / MR * Kpa * MR + (size_t)k0 * MR, Kpa, nullptr, 0,
+             Bp + (size_t)j0 / NR * Kpb * NR + (size_t)k0 * NR, Kpb, beta, C, ldc);
 }
 
 }  // namespace icl

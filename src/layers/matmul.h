@@ -37,6 +37,14 @@ size_t gemm_packed_b_size(int K, int N);        // floats
 void gemm_pack_b(bool transB, int K, int N, const float* B, int ldb, float* Bp);
 void gemm_f32_packed_b(bool transA, int M, int N, int K, float alpha, const float* A, int lda, const float* Bp, int Kp,
                        int k0, int j0, float beta, float* C, int ldc);
+// The same for A: gemm_pack_a packs op(A) (M × K) into gemm_packed_a_size(M, K) floats (64-byte aligned), and
+//   gemm_f32_packed_ab: C(M,N) = alpha·op(A)[i0:i0+M, k0:k0+K]·op(B)[k0:k0+K, j0:j0+N] + beta·C   (both packed; Kpa,
+//                       Kpb their packed depths; i0 a multiple of gemm_panel_rows(), j0 of gemm_panel_cols())
+int gemm_panel_rows();                          // MR: 12 (AVX-512), 6 (AVX2, portable)
+size_t gemm_packed_a_size(int M, int K);        // floats
+void gemm_pack_a(bool transA, int M, int K, const float* A, int lda, float* Ap);
+void gemm_f32_packed_ab(int M, int N, int K, float alpha, const float* Ap, int Kpa, int i0, const float* Bp, int Kpb, int j0,
+                        int k0, float beta, float* C, int ldc);
 
 // Naive reference: C (M,N) = alpha·op(A)·op(B) + beta·C.   A (M,K) or (K,M) if transA; B (K,N) or (N,K) if transB.
 template <typename real>
