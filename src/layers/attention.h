@@ -64,8 +64,8 @@ using par::use_threads;
 // Row i's key range [lo, i]: lo = 0, or with a key start ks the row attends from ks (a row before ks: itself).
 inline int first_key(const int* kstart, int b, int i) { return !kstart ? 0 : i < kstart[b] ? i : kstart[b]; }
 
-// One thread's buffer for packed operands (gemm_pack_b), 64-byte aligned, grown on demand and kept for the thread's
-// life, like the GEMM's own packing buffers.
+// One thread's buffer for a head's packed operands (gemm_pack_a / gemm_pack_b), 64-byte aligned, grown on demand and
+// kept for the thread's life, like the GEMM's own packing buffers: attention_pack_floats(T, hs) floats at most.
 inline float* head_pack_buffer(size_t floats) {
     struct Buf {
         float* p = nullptr;
@@ -77,9 +77,14 @@ inline float* head_pack_buffer(size_t floats) {
         std::free(buf.p);
         buf.n = (floats + 15) / 16 * 16;  // aligned_alloc wants a multiple of the alignment
         buf.p = static_cast<float*>(std::aligned_alloc(64, buf.n * sizeof(float)));
-        ICL_ASSERT_MSG(buf.p, "out of memory for attention's packed k and v");
+        ICL_ASSERT_MSG(buf.p, "out of memory for attention's packed operands");
     }
     return buf.p;
+}
+
+// The most a thread's head_pack_buffer holds on float (the O(T) backward's six packs; the forward's two are less).
+inline size_t attention_pack_floats(int T, int hs) {
+    return 2 * gemm_packed_b_size(hs, T) + 2 * gemm_packed_b_size(T, hs) + 2 * gemm_packed_a_size(T, hs);
 }
 
 // The forward of one (b,h) pair, one block of query rows [i0,i1) at a time — shared by both forms, so their out
@@ -337,7 +342,7 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
             if constexpr (std::is_same_v<real, float>) {
                 // the B packs first: whole panels of NR floats a row keep each of them 64-byte aligned
                 const size_t nt = gemm_packed_b_size(hs, T), np = gemm_packed_b_size(T, hs), na = gemm_packed_a_size(T, hs);
-                ktp = attention_detail::head_pack_buffer(2 * nt + 2 * np + 2 * na);
+                ktp = attention_detail::head_pack_buffer(attention_detail::attention_pack_floats(T, hs));
                 vtp = ktp + nt;
                 dop = vtp + nt;
                 qp = dop + np;

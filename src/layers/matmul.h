@@ -30,14 +30,14 @@ void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn);
 //   gemm_f32_packed_b: C(M,N) = alpha·op(A)·op(B)[k0:k0+K, j0:j0+N] + beta·C      (Kp = the K it was packed with,
 //                      k0 + K <= Kp, j0 a multiple of gemm_panel_cols(), j0 + N within the packed columns)
 // The pack is the layout gemm_f32 packs B into, all K rows at once, so the result has gemm_f32's bits for the
-// same operands (tests). Packing costs ~0.4 cycles a float against 2·VL multiply-adds a cycle, so a block of 64
-// queries against the keys of a head of size 64, repacking k for every block, spends ~20% of its product copying.
+// same operands (tests). By the count of gemm_thread_grid (~0.4 cycles a packed float against 2·VL multiply-adds a
+// cycle), a block of 64 queries that repacks the k of a head of size 64 spends ~20% of its product copying.
 int gemm_panel_cols();                          // NR: 32 (AVX-512), 16 (AVX2, portable)
 size_t gemm_packed_b_size(int K, int N);        // floats
 void gemm_pack_b(bool transB, int K, int N, const float* B, int ldb, float* Bp);
 void gemm_f32_packed_b(bool transA, int M, int N, int K, float alpha, const float* A, int lda, const float* Bp, int Kp,
                        int k0, int j0, float beta, float* C, int ldc);
-// The same for A: gemm_pack_a packs op(A) (M × K) into gemm_packed_a_size(M, K) floats (64-byte aligned), and
+// The same for A: gemm_pack_a packs op(A) (M × K) into gemm_packed_a_size(M, K) floats (any alignment), and
 //   gemm_f32_packed_ab: C(M,N) = alpha·op(A)[i0:i0+M, k0:k0+K]·op(B)[k0:k0+K, j0:j0+N] + beta·C   (both packed; Kpa,
 //                       Kpb their packed depths; i0 a multiple of gemm_panel_rows(), j0 of gemm_panel_cols())
 int gemm_panel_rows();                          // MR: 12 (AVX-512), 6 (AVX2, portable)

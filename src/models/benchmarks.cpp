@@ -407,7 +407,8 @@ int bench_model(const BenchOptions& opt) {
     const double act = m.s.atable.total * 4.0, dact = m.s.gtable.total * 4.0, par = m.s.ptable.total * 4.0 * 4;
     std::printf("  memory: activations %.1f MB (attention: %.1f MB, row log-sum-exp only), activation gradients %.1f MB, parameters + "
                 "gradients + AdamW moments %.1f MB, %s\n\n", act / 1e6, attention_bytes(m.s) / 1e6, dact / 1e6, par / 1e6,
-                opt.dev == Device::cpu ? strfmt("attention scratch %.1f MB", attention_lse_scratch_size(B, T, cfg.NH) * 4.0 / 1e6).c_str()
+                opt.dev == Device::cpu ? strfmt("attention scratch %.1f MB + packed operands %.1f MB a thread", attention_lse_scratch_size(B, T, cfg.NH) * 4.0 / 1e6,
+                                                attention_detail::attention_pack_floats(T, cfg.C / cfg.NH) * 4.0 / 1e6).c_str()
                                        : "attention scratch: the CUDA backend's own (cuda/common.cuh)");
     print_profile(step, opt.reps);
     return 0;
