@@ -188,8 +188,9 @@ TEST_CASE("gemm is bit-identical run to run and for any thread count") {
 }
 
 TEST_CASE("gemm_f32_packed_b (op(B) packed once, used from rows k0 and column j0) = gemm_f32 on the same operands, bit for bit") {
-    // attention's uses (a block of queries against kᵀ from column 0; dv, dk from row j0 of a T × hs pack) and the
-    // edges: ragged M, N within a half tile, several KC blocks from an odd k0, more columns than one NC block
+    // attention's uses (a block of queries against kᵀ from column 0; dv, dk from row j0 of a T × hs pack, their
+    // transposed A read in place) and the edges: ragged M, N within a half tile, several KC blocks from an odd k0,
+    // more columns than one NC block
     struct Case { bool ta, tb; int M, N, K, Kp, Np, k0, j0; float alpha, beta; };
     const int nr = gemm_panel_cols();
     const Case cases[] = {
@@ -197,6 +198,8 @@ TEST_CASE("gemm_f32_packed_b (op(B) packed once, used from rows k0 and column j0
         {false, false, 64, 64, 448, 1024, 64, 0, 0, 1.0f, 0.0f},       // P v, K = i1 of a T-row pack
         {true, false, 64, 16, 832, 1024, 16, 192, 0, 0.25f, 1.0f},     // dSᵀ q[j0:T], hs 16 (the half tile)
         {true, true, 37, 70, 801, 900, 3 * nr + 70, 37, 3 * nr, 1.0f, 0.5f},
+        {true, false, 2 * 120 + 41, 40, 777, 800, 40, 11, 0, 1.5f, 0.0f},  // transposed A read in place: M over MC
+                                                                           // blocks, a ragged last panel, 3 KC blocks
         {false, false, 5, 3100, 9, 9, 3100, 0, 0, -1.0f, 1.0f},       // N over one NC block
         {false, true, 131, nr + 3, 1, 4, 2 * nr + 3, 3, nr, 2.0f, 0.0f},
     };

@@ -337,7 +337,8 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
             // float: every operand the key blocks share, packed once per head (gemm_pack_a / gemm_pack_b) instead of
             // again by each block's products: q, dout as the A of P and dP (all their rows: a block starts at a whole
             // row panel, r0 <= j0, and its rows before j0 are computed and not used), kᵀ, vᵀ (hs × T) as their B, and
-            // dout, q (T × hs) as the B of dv and dk. The same bits as packing per product.
+            // dout, q (T × hs) as the B of dv and dk (whose A, the block's Pᵀ and dSᵀ, gemm_f32_packed_b reads in
+            // place). The same bits as packing per product.
             float *ktp = nullptr, *vtp = nullptr, *dop = nullptr, *qp = nullptr, *qap = nullptr, *doap = nullptr;
             if constexpr (std::is_same_v<real, float>) {
                 // the B packs first: whole panels of NR floats a row keep each of them 64-byte aligned

@@ -226,7 +226,7 @@ inline void store_vec(float* c, FV::V acc, FV::V valpha, FV::V vbeta, int beta_m
 }
 
 template <int NV, int R = MR>
-void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp, float* C, int ldc, float alpha,
+void micro_kernel(int kc, const float* __restrict Ap, int as, const float* __restrict Bp, float* C, int ldc, float alpha,
                   float beta, int beta_mode) {
     static_assert(R >= 1 && R <= MR, "a tile has at most MR rows");
     FV::V c[R][NV];  // row r: columns v·VL … v·VL + VL − 1 in c[r][v]
@@ -248,7 +248,7 @@ void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp
 #pragma GCC unroll 2
             for (int v = 0; v < NV; v++) c[r][v] = FV::fmadd(a, b[v], c[r][v]);
         }
-        Ap += MR;  // the A panel's row stride is MR whatever R
+        Ap += as;  // the next k: MR further in a packed panel (whatever R), lda in a transposed A read in place
         Bp += NR;  // the panel's row stride is NR whatever NV: the half tile reads the first VL columns of it
     }
     const FV::V va = FV::set1(alpha), vb = FV::set1(beta);
@@ -260,7 +260,7 @@ void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp
 #else
 // Portable micro-kernel: the same arithmetic in plain loops (the compiler vectorizes what it can), NV·VL columns.
 template <int NV, int R = MR>
-void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp, float* C, int ldc, float alpha,
+void micro_kernel(int kc, const float* __restrict Ap, int as, const float* __restrict Bp, float* C, int ldc, float alpha,
                   float beta, int beta_mode) {
     constexpr int W = NV * VL;
     // One row of the tile at a time, so its W accumulators fit in registers even with 16 narrow SIMD registers.
@@ -272,7 +272,7 @@ void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp
     for (int r = 0; r < R; r++) {
         v4 s[W / 4] = {};  // columns 0-3, 4-7, …
         for (int k = 0; k < kc; k++) {
-            const float a = Ap[k * MR + r];
+            const float a = Ap[(size_t)k * as + r];
             for (int q = 0; q < W / 4; q++) {
                 v4 bq;
                 std::memcpy(&bq, Bp + k * NR + 4 * q, 16);
@@ -285,7 +285,7 @@ void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp
     for (int r = 0; r < R; r++)
         for (int c = 0; c < W; c++) {
             float sum = 0;
-            for (int k = 0; k < kc; k++) sum += Ap[k * MR + r] * Bp[k * NR + c];
+            for (int k = 0; k < kc; k++) sum += Ap[(size_t)k * as + r] * Bp[k * NR + c];
             acc[r][c] = sum;
         }
 #endif
@@ -307,23 +307,23 @@ void micro_kernel(int kc, const float* __restrict Ap, const float* __restrict Bp
 constexpr int MR3 = MR / 3;  // 4 (AVX-512) or 2 (AVX2 / portable)
 static_assert(MR % 3 == 0, "ragged row panels round up to thirds of MR");
 template <int NV, int R>
-void edge_rows(int kc, const float* Ap, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
+void edge_rows(int kc, const float* Ap, int as, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
                int beta_mode) {
     constexpr int W = NV * VL;
     alignas(64) float tile[R * W] = {};  // (R, W)
     if (beta_mode != BETA_ZERO)
         for (int r = 0; r < mr; r++)
             for (int c = 0; c < nr; c++) tile[r * W + c] = C[(size_t)r * ldc + c];
-    micro_kernel<NV, R>(kc, Ap, Bp, tile, W, alpha, beta, beta_mode);
+    micro_kernel<NV, R>(kc, Ap, as, Bp, tile, W, alpha, beta, beta_mode);
     for (int r = 0; r < mr; r++)
         for (int c = 0; c < nr; c++) C[(size_t)r * ldc + c] = tile[r * W + c];
 }
 template <int NV>
-void edge_kernel(int kc, const float* Ap, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
+void edge_kernel(int kc, const float* Ap, int as, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
                  int beta_mode) {
-    if (mr <= MR3) edge_rows<NV, MR3>(kc, Ap, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
-    else if (mr <= 2 * MR3) edge_rows<NV, 2 * MR3>(kc, Ap, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
-    else edge_rows<NV, MR>(kc, Ap, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+    if (mr <= MR3) edge_rows<NV, MR3>(kc, Ap, as, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+    else if (mr <= 2 * MR3) edge_rows<NV, 2 * MR3>(kc, Ap, as, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+    else edge_rows<NV, MR>(kc, Ap, as, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -331,8 +331,13 @@ void edge_kernel(int kc, const float* Ap, const float* Bp, float* C, int ldc, in
 // Bpk non-null: op(B) is already packed (gemm_pack_b, all bk of its rows at once; n0 a multiple of NR): its micro-panel
 // for columns j.. and the KC block at pc is at Bpk + (j/NR)·bk·NR + pc·NR, the same floats pack_B would write.
 // Apk likewise for op(A) (gemm_pack_a, ka deep; m0 a multiple of MR, as every thread's share is).
+// a_in_place (transA only, Apk null): op(A)'s MR rows at one k are MR consecutive floats of A's row k, so the
+// micro-kernel broadcasts them from A itself, k stride lda, instead of from a packed copy (stride MR): the same
+// FMA chains, so the same bits, without the copy. Only a ragged last panel (mr < MR, whose rounded-up tile would
+// read past op(A)'s last row) is packed, once per block.
 void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, float alpha, const float* A, int lda,
-               const float* Apk, int ka, const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc) {
+               const float* Apk, int ka, bool a_in_place, const float* B, int ldb, const float* Bpk, int bk, float beta,
+               float* C, int ldc) {
     if (m1 <= m0 || n1 <= n0) return;
     PackBuffers& buf = thread_buffers();
     const int kc_blk = balanced_block(K, KC_MAX, 1);
@@ -348,7 +353,9 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
             if (!Bpk) pack_B(transB, B, ldb, pc, jc, kc, nc, buf.b);
             for (int ic = m0; ic < m1; ic += mc_blk) {
                 const int mc = std::min(mc_blk, m1 - ic);
-                if (!Apk) pack_A(transA, A, lda, ic, pc, mc, kc, buf.a);
+                const int ragged = mc % MR ? mc / MR * MR : -1;  // a_in_place: the ragged last panel, packed
+                if (a_in_place && ragged >= 0) pack_A(true, A, lda, ic + ragged, pc, mc - ragged, kc, buf.a);
+                else if (!Apk && !a_in_place) pack_A(transA, A, lda, ic, pc, mc, kc, buf.a);
                 for (int jr = 0; jr < nc; jr += NR) {
                     const int nr = std::min(NR, nc - jr);
                     const float* Bp = Bpk ? Bpk + (size_t)(jc + jr) / NR * bk * NR + (size_t)pc * NR  // micro-panel (kc, NR)
@@ -356,14 +363,17 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
                     for (int ir = 0; ir < mc; ir += MR) {
                         const int mr = std::min(MR, mc - ir);
                         const float* Ap = Apk ? Apk + (size_t)(ic + ir) / MR * ka * MR + (size_t)pc * MR  // micro-panel (kc, MR)
-                                              : buf.a + (size_t)ir * kc;
+                                        : !a_in_place ? buf.a + (size_t)ir * kc
+                                        : ir == ragged ? buf.a
+                                        : A + (size_t)pc * lda + ic + ir;  // op(A)[i, k] = A[k·lda + i]
+                        const int as = a_in_place && ir != ragged ? lda : MR;
                         float* Ct = C + (size_t)(ic + ir) * ldc + jc + jr;
                         if (nr > VL) {  // the full tile
-                            if (mr == MR && nr == NR) micro_kernel<2>(kc, Ap, Bp, Ct, ldc, alpha, beta, beta_mode);
-                            else edge_kernel<2>(kc, Ap, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
+                            if (mr == MR && nr == NR) micro_kernel<2>(kc, Ap, as, Bp, Ct, ldc, alpha, beta, beta_mode);
+                            else edge_kernel<2>(kc, Ap, as, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
                         } else {  // a last panel of at most VL columns: the half tile
-                            if (mr == MR && nr == VL) micro_kernel<1>(kc, Ap, Bp, Ct, ldc, alpha, beta, beta_mode);
-                            else edge_kernel<1>(kc, Ap, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
+                            if (mr == MR && nr == VL) micro_kernel<1>(kc, Ap, as, Bp, Ct, ldc, alpha, beta, beta_mode);
+                            else edge_kernel<1>(kc, Ap, as, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
                         }
                     }
                 }
@@ -420,9 +430,9 @@ void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn) {
 
 namespace {
 // gemm_f32 and the packed entries: op(A) is A (Apk null) or its pack Apk (ka deep), op(B) is B (Bpk null) or its
-// pack Bpk (bk deep).
+// pack Bpk (bk deep); a_in_place: a transposed A read where it is (gemm_rect).
 void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* Apk, int ka,
-              const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc) {
+              bool a_in_place, const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc) {
     const bool no_product = K == 0 || alpha == 0.0f;
 
     // Thread count: 1 inside an active parallel region; otherwise the OpenMP default, reduced for small
@@ -445,7 +455,7 @@ void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const 
         int m0 = std::min(M, (int)((long)ti * row_units / tm) * MR), m1 = std::min(M, (int)((long)(ti + 1) * row_units / tm) * MR);
         int n0 = std::min(N, (int)((long)tj * col_units / tn) * NR), n1 = std::min(N, (int)((long)(tj + 1) * col_units / tn) * NR);
         if (no_product) scale_rect(m0, m1, n0, n1, beta, C, ldc);
-        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, Apk, ka, B, ldb, Bpk, bk, beta, C, ldc);
+        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, Apk, ka, a_in_place, B, ldb, Bpk, bk, beta, C, ldc);
     };
 
     if (nt == 1) {
@@ -472,7 +482,7 @@ void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const 
         ICL_ASSERT_MSG(lda >= (transA ? M : K), strfmt("gemm: lda=%d too small", lda));
         ICL_ASSERT_MSG(ldb >= (transB ? K : N), strfmt("gemm: ldb=%d too small", ldb));
     }
-    gemm_run(transA, transB, M, N, K, alpha, A, lda, nullptr, 0, B, ldb, nullptr, 0, beta, C, ldc);
+    gemm_run(transA, transB, M, N, K, alpha, A, lda, nullptr, 0, false, B, ldb, nullptr, 0, beta, C, ldc);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -492,7 +502,8 @@ void gemm_f32_packed_b(bool transA, int M, int N, int K, float alpha, const floa
     ICL_ASSERT(ldc >= N);
     ICL_ASSERT_MSG(k0 + K <= Kp && j0 % NR == 0, strfmt("gemm_f32_packed_b: rows %d..%d of a pack of %d, column %d", k0, k0 + K, Kp, j0));
     if (K > 0 && alpha != 0.0f) ICL_ASSERT_MSG(lda >= (transA ? M : K), strfmt("gemm: lda=%d too small", lda));
-    gemm_run(transA, false, M, N, K, alpha, A, lda, nullptr, 0, nullptr, 0, Bp + (size_t)j0 / NR * Kp * NR + (size_t)k0 * NR, Kp,
+    // a transposed A (attention's Pᵀ and dSᵀ, a fresh block each product) is read in place, not packed
+    gemm_run(transA, false, M, N, K, alpha, A, lda, nullptr, 0, transA, nullptr, 0, Bp + (size_t)j0 / NR * Kp * NR + (size_t)k0 * NR, Kp,
              beta, C, ldc);
 }
 // The same for op(A): pack_A over all K columns at once, micro-panel p (rows p·MR …) K × MR at Ap + p·K·MR.
@@ -509,7 +520,7 @@ void gemm_f32_packed_ab(int M, int N, int K, float alpha, const float* Ap, int K
     ICL_ASSERT(ldc >= N);
     ICL_ASSERT_MSG(k0 + K <= Kpa && k0 + K <= Kpb && i0 % MR == 0 && j0 % NR == 0,
                    strfmt("gemm_f32_packed_ab: depth %d..%d of packs of %d and %d, row %d, column %d", k0, k0 + K, Kpa, Kpb, i0, j0));
-    gemm_run(false, false, M, N, K, alpha, nullptr, 0, Ap + (size_t)i0 / MR * Kpa * MR + (size_t)k0 * MR, Kpa, nullptr, 0,
+    gemm_run(false, false, M, N, K, alpha, nullptr, 0, Ap + (size_t)i0 / MR * Kpa * MR + (size_t)k0 * MR, Kpa, false, nullptr, 0,
              Bp + (size_t)j0 / NR * Kpb * NR + (size_t)k0 * NR, Kpb, beta, C, ldc);
 }
 
