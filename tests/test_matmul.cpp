@@ -188,8 +188,8 @@ TEST_CASE("gemm is bit-identical run to run and for any thread count") {
 }
 
 TEST_CASE("gemm_f32_packed_b (op(B) packed once, used from rows k0 and column j0) = gemm_f32 on the same operands, bit for bit") {
-    // attention's uses (a block of queries against kᵀ from column 0; dv, dk from row j0 of a T × hs pack, their
-    // transposed A read in place) and the edges: ragged M, N within a half tile, several KC blocks from an odd k0,
+    // attention's uses (a block of queries against kᵀ from column 0; dv, dk, dq from row j0 of a T × hs pack; A read
+    // in place, transposed or not) and the edges: ragged M, N within a half tile, several KC blocks from an odd k0,
     // more columns than one NC block
     struct Case { bool ta, tb; int M, N, K, Kp, Np, k0, j0; float alpha, beta; };
     const int nr = gemm_panel_cols();
@@ -200,6 +200,7 @@ TEST_CASE("gemm_f32_packed_b (op(B) packed once, used from rows k0 and column j0
         {true, true, 37, 70, 801, 900, 3 * nr + 70, 37, 3 * nr, 1.0f, 0.5f},
         {true, false, 2 * 120 + 41, 40, 777, 800, 40, 11, 0, 1.5f, 0.0f},  // transposed A read in place: M over MC
                                                                            // blocks, a ragged last panel, 3 KC blocks
+        {false, false, 2 * 120 + 41, 40, 777, 800, 40, 11, 0, 0.5f, 1.0f},  // the same untransposed (rows lda apart)
         {false, false, 5, 3100, 9, 9, 3100, 0, 0, -1.0f, 1.0f},       // N over one NC block
         {false, true, 131, nr + 3, 1, 4, 2 * nr + 3, 3, nr, 2.0f, 0.0f},
     };

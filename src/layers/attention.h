@@ -64,8 +64,8 @@ using par::use_threads;
 // Row i's key range [lo, i]: lo = 0, or with a key start ks the row attends from ks (a row before ks: itself).
 inline int first_key(const int* kstart, int b, int i) { return !kstart ? 0 : i < kstart[b] ? i : kstart[b]; }
 
-// One thread's buffer for a head's packed operands (gemm_pack_a / gemm_pack_b), 64-byte aligned, grown on demand and
-// kept for the thread's life, like the GEMM's own packing buffers: attention_pack_floats(T, hs) floats at most.
+// One thread's buffer for a head's packed operands (gemm_pack_a / gemm_pack_b), 64-byte aligned, grown on demand and kept for the
+// thread's life, like the GEMM's own packing buffers: attention_pack_floats(T, hs) floats at most.
 inline float* head_pack_buffer(size_t floats) {
     struct Buf {
         float* p = nullptr;
@@ -82,9 +82,9 @@ inline float* head_pack_buffer(size_t floats) {
     return buf.p;
 }
 
-// The most a thread's head_pack_buffer holds on float (the O(T) backward's six packs; the forward's two are less).
+// The most a thread's head_pack_buffer holds on float (the O(T) backward's seven packs; the forward's two are less).
 inline size_t attention_pack_floats(int T, int hs) {
-    return 2 * gemm_packed_b_size(hs, T) + 2 * gemm_packed_b_size(T, hs) + 2 * gemm_packed_a_size(T, hs);
+    return 2 * gemm_packed_b_size(hs, T) + 3 * gemm_packed_b_size(T, hs) + 2 * gemm_packed_a_size(T, hs);
 }
 
 // The forward of one (b,h) pair, one block of query rows [i0,i1) at a time — shared by both forms, so their out
@@ -102,7 +102,8 @@ void forward_pair(real* o,        // (T,hs), row stride C
     const real* k = q + C;
     const real* v = q + 2 * C;
     // float: kᵀ (hs × T) and v (T × hs) packed once for all the blocks (gemm_pack_b), instead of by every block's
-    // products again (the same bits; 2026-12-04 on a Zen 5, T = 1024: see docs/benchmarks.md)
+    // products again, and the A operands (the block's q rows, its P) read in place by gemm_f32_packed_b (the same
+    // bits; on a Zen 5: see docs/benchmarks.md 2026-12-04 and 2026-12-05)
     float* kp = nullptr;
     float* vp = nullptr;
     if constexpr (std::is_same_v<real, float>) {
@@ -259,8 +260,8 @@ void attention_backward(real* dqkv,        // (B,T,3C)
 // Every (b,h) pair is one thread's, its blocks in a fixed order: bit-identical for any thread count.
 
 // Elements of scratch attention_forward_lse / attention_backward_lse need: two (T + ATT_LSE_PAD) × ATT_BLOCK panels
-// and a T-row vector per thread (the pad: the backward's products start at a whole GEMM row panel, up to
-// gemm_panel_rows() − 1 <= 11 rows before the block).
+// and a T-row vector per thread (the forward's P panel is ATT_BLOCK rows at stride T + ATT_LSE_PAD; the backward's
+// products start at a whole GEMM row panel, up to gemm_panel_rows() − 1 <= 11 rows before the block).
 constexpr int ATT_LSE_PAD = 16;
 inline size_t attention_lse_slice(int T) { return 2 * (size_t)ATT_BLOCK * (T + ATT_LSE_PAD) + T; }
 inline size_t attention_lse_scratch_size(int B, int T, int NH, int nthreads = attention_max_threads()) {
@@ -336,10 +337,11 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
             const real* l = lse + (size_t)bh * T;               // (T)
             // float: every operand the key blocks share, packed once per head (gemm_pack_a / gemm_pack_b) instead of
             // again by each block's products: q, dout as the A of P and dP (all their rows: a block starts at a whole
-            // row panel, r0 <= j0, and its rows before j0 are computed and not used), kᵀ, vᵀ (hs × T) as their B, and
-            // dout, q (T × hs) as the B of dv and dk (whose A, the block's Pᵀ and dSᵀ, gemm_f32_packed_b reads in
-            // place). The same bits as packing per product.
-            float *ktp = nullptr, *vtp = nullptr, *dop = nullptr, *qp = nullptr, *qap = nullptr, *doap = nullptr;
+            // row panel, r0 <= j0, and its rows before j0 are computed and not used; read in place, rows 3C or C
+            // floats apart, they measured up to 4% slower at T = 4096), kᵀ, vᵀ (hs × T) as their B, and dout, q, k
+            // (T × hs) as the B of dv, dk and dq. Their A operands, the block's Pᵀ, dSᵀ and dS, gemm_f32_packed_b
+            // reads where they are. The same bits as packing per product.
+            float *ktp = nullptr, *vtp = nullptr, *dop = nullptr, *qp = nullptr, *kp = nullptr, *qap = nullptr, *doap = nullptr;
             if constexpr (std::is_same_v<real, float>) {
                 // the B packs first: whole panels of NR floats a row keep each of them 64-byte aligned
                 const size_t nt = gemm_packed_b_size(hs, T), np = gemm_packed_b_size(T, hs), na = gemm_packed_a_size(T, hs);
@@ -347,12 +349,14 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 vtp = ktp + nt;
                 dop = vtp + nt;
                 qp = dop + np;
-                qap = qp + np;
+                kp = qp + np;
+                qap = kp + np;
                 doap = qap + na;
                 gemm_pack_b(true, hs, T, k, C3, ktp);
                 gemm_pack_b(true, hs, T, v, C3, vtp);
                 gemm_pack_b(false, T, hs, dO, C, dop);
                 gemm_pack_b(false, T, hs, q, C3, qp);
+                gemm_pack_b(false, T, hs, k, C3, kp);
                 gemm_pack_a(false, T, hs, q, C3, qap);
                 gemm_pack_a(false, T, hs, dO, C, doap);
             }
@@ -398,11 +402,12 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 if constexpr (std::is_same_v<real, float>) {
                     gemm_f32_packed_b(true, jb, hs, n, 1.0f, a, JB, dop, T, j0, 0, 1.0f, dv + (size_t)j0 * C3, C3);
                     gemm_f32_packed_b(true, jb, hs, n, scale, da, JB, qp, T, j0, 0, 1.0f, dk + (size_t)j0 * C3, C3);
+                    gemm_f32_packed_b(false, n, hs, jb, scale, da, JB, kp, T, j0, 0, 1.0f, dq + (size_t)j0 * C3, C3);
                 } else {
                     gemm<real>(true, false, jb, hs, n, real(1), a, JB, dO + (size_t)j0 * C, C, real(1), dv + (size_t)j0 * C3, C3);
                     gemm<real>(true, false, jb, hs, n, scale, da, JB, q + (size_t)j0 * C3, C3, real(1), dk + (size_t)j0 * C3, C3);
+                    gemm<real>(false, false, n, hs, jb, scale, da, JB, k + (size_t)j0 * C3, C3, real(1), dq + (size_t)j0 * C3, C3);
                 }
-                gemm<real>(false, false, n, hs, jb, scale, da, JB, k + (size_t)j0 * C3, C3, real(1), dq + (size_t)j0 * C3, C3);
             }
         }
     }

@@ -225,9 +225,11 @@ inline void store_vec(float* c, FV::V acc, FV::V valpha, FV::V vbeta, int beta_m
     else FV::storeu(c, FV::fmadd(valpha, acc, FV::mul(vbeta, FV::loadu(c))));
 }
 
-template <int NV, int R = MR>
-void micro_kernel(int kc, const float* __restrict Ap, int as, const float* __restrict Bp, float* C, int ldc, float alpha,
-                  float beta, int beta_mode) {
+// A's element (row r, depth k) is at Ap[k·as + r] (a packed panel: as = MR; a transposed A read in place: as = lda)
+// or, with ROWS, at Ap[k + r·rs] (an untransposed A read in place: as = 1, rs = lda).
+template <int NV, int R = MR, bool ROWS = false>
+void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const float* __restrict Bp, float* C, int ldc,
+                  float alpha, float beta, int beta_mode) {
     static_assert(R >= 1 && R <= MR, "a tile has at most MR rows");
     FV::V c[R][NV];  // row r: columns v·VL … v·VL + VL − 1 in c[r][v]
 #pragma GCC unroll 12
@@ -244,11 +246,11 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, const float* __res
         for (int v = 0; v < NV; v++) b[v] = FV::load(Bp + v * VL);
 #pragma GCC unroll 12
         for (int r = 0; r < R; r++) {  // the first R rows of the MR-row panel
-            const FV::V a = FV::set1(Ap[r]);
+            const FV::V a = FV::set1(ROWS ? Ap[(size_t)r * rs] : Ap[r]);
 #pragma GCC unroll 2
             for (int v = 0; v < NV; v++) c[r][v] = FV::fmadd(a, b[v], c[r][v]);
         }
-        Ap += as;  // the next k: MR further in a packed panel (whatever R), lda in a transposed A read in place
+        Ap += as;  // the next k: MR further in a packed panel (whatever R), lda in a transposed A read in place, 1 with ROWS
         Bp += NR;  // the panel's row stride is NR whatever NV: the half tile reads the first VL columns of it
     }
     const FV::V va = FV::set1(alpha), vb = FV::set1(beta);
@@ -259,10 +261,11 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, const float* __res
 }
 #else
 // Portable micro-kernel: the same arithmetic in plain loops (the compiler vectorizes what it can), NV·VL columns.
-template <int NV, int R = MR>
-void micro_kernel(int kc, const float* __restrict Ap, int as, const float* __restrict Bp, float* C, int ldc, float alpha,
-                  float beta, int beta_mode) {
+template <int NV, int R = MR, bool ROWS = false>
+void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const float* __restrict Bp, float* C, int ldc,
+                  float alpha, float beta, int beta_mode) {
     constexpr int W = NV * VL;
+    if (!ROWS) rs = 1;
     // One row of the tile at a time, so its W accumulators fit in registers even with 16 narrow SIMD registers.
     // GCC/Clang vector types make the accumulators registers (SSE2 on any x86-64) without intrinsics.
     float acc[R][W];
@@ -272,7 +275,7 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, const float* __res
     for (int r = 0; r < R; r++) {
         v4 s[W / 4] = {};  // columns 0-3, 4-7, …
         for (int k = 0; k < kc; k++) {
-            const float a = Ap[(size_t)k * as + r];
+            const float a = Ap[(size_t)k * as + (size_t)r * rs];
             for (int q = 0; q < W / 4; q++) {
                 v4 bq;
                 std::memcpy(&bq, Bp + k * NR + 4 * q, 16);
@@ -285,7 +288,7 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, const float* __res
     for (int r = 0; r < R; r++)
         for (int c = 0; c < W; c++) {
             float sum = 0;
-            for (int k = 0; k < kc; k++) sum += Ap[(size_t)k * as + r] * Bp[k * NR + c];
+            for (int k = 0; k < kc; k++) sum += Ap[(size_t)k * as + (size_t)r * rs] * Bp[k * NR + c];
             acc[r][c] = sum;
         }
 #endif
@@ -306,24 +309,36 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, const float* __res
 // Same arithmetic as a whole tile: each element's FMA chain over k does not depend on R.
 constexpr int MR3 = MR / 3;  // 4 (AVX-512) or 2 (AVX2 / portable)
 static_assert(MR % 3 == 0, "ragged row panels round up to thirds of MR");
-template <int NV, int R>
-void edge_rows(int kc, const float* Ap, int as, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
-               int beta_mode) {
+template <int NV, int R, bool ROWS>
+void edge_rows(int kc, const float* Ap, int as, int rs, const float* Bp, float* C, int ldc, int mr, int nr, float alpha,
+               float beta, int beta_mode) {
     constexpr int W = NV * VL;
     alignas(64) float tile[R * W] = {};  // (R, W)
     if (beta_mode != BETA_ZERO)
         for (int r = 0; r < mr; r++)
             for (int c = 0; c < nr; c++) tile[r * W + c] = C[(size_t)r * ldc + c];
-    micro_kernel<NV, R>(kc, Ap, as, Bp, tile, W, alpha, beta, beta_mode);
+    micro_kernel<NV, R, ROWS>(kc, Ap, as, rs, Bp, tile, W, alpha, beta, beta_mode);
     for (int r = 0; r < mr; r++)
         for (int c = 0; c < nr; c++) C[(size_t)r * ldc + c] = tile[r * W + c];
 }
-template <int NV>
-void edge_kernel(int kc, const float* Ap, int as, const float* Bp, float* C, int ldc, int mr, int nr, float alpha, float beta,
-                 int beta_mode) {
-    if (mr <= MR3) edge_rows<NV, MR3>(kc, Ap, as, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
-    else if (mr <= 2 * MR3) edge_rows<NV, 2 * MR3>(kc, Ap, as, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
-    else edge_rows<NV, MR>(kc, Ap, as, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+template <int NV, bool ROWS>
+void edge_kernel(int kc, const float* Ap, int as, int rs, const float* Bp, float* C, int ldc, int mr, int nr, float alpha,
+                 float beta, int beta_mode) {
+    if (mr <= MR3) edge_rows<NV, MR3, ROWS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+    else if (mr <= 2 * MR3) edge_rows<NV, 2 * MR3, ROWS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+    else edge_rows<NV, MR, ROWS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+}
+// One tile of C (mr ≤ MR rows, nr ≤ NR columns): the full micro-kernel, its half tile (nr ≤ VL), or their edges.
+template <bool ROWS>
+void tile_kernel(int kc, const float* Ap, int as, int rs, const float* Bp, float* C, int ldc, int mr, int nr, float alpha,
+                 float beta, int beta_mode) {
+    if (nr > VL) {  // the full tile
+        if (mr == MR && nr == NR) micro_kernel<2, MR, ROWS>(kc, Ap, as, rs, Bp, C, ldc, alpha, beta, beta_mode);
+        else edge_kernel<2, ROWS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+    } else {  // a last panel of at most VL columns: the half tile
+        if (mr == MR && nr == VL) micro_kernel<1, MR, ROWS>(kc, Ap, as, rs, Bp, C, ldc, alpha, beta, beta_mode);
+        else edge_kernel<1, ROWS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -331,10 +346,10 @@ void edge_kernel(int kc, const float* Ap, int as, const float* Bp, float* C, int
 // Bpk non-null: op(B) is already packed (gemm_pack_b, all bk of its rows at once; n0 a multiple of NR): its micro-panel
 // for columns j.. and the KC block at pc is at Bpk + (j/NR)·bk·NR + pc·NR, the same floats pack_B would write.
 // Apk likewise for op(A) (gemm_pack_a, ka deep; m0 a multiple of MR, as every thread's share is).
-// a_in_place (transA only, Apk null): op(A)'s MR rows at one k are MR consecutive floats of A's row k, so the
-// micro-kernel broadcasts them from A itself, k stride lda, instead of from a packed copy (stride MR): the same
-// FMA chains, so the same bits, without the copy. Only a ragged last panel (mr < MR, whose rounded-up tile would
-// read past op(A)'s last row) is packed, once per block.
+// a_in_place (Apk null): the micro-kernel broadcasts op(A)'s elements from A itself instead of from a packed copy:
+// a transposed A's MR rows at one k are MR consecutive floats of its row k (k stride lda), an untransposed A's are
+// MR rows lda apart (k stride 1). The same FMA chains, so the same bits, without the copy. Only a ragged last panel
+// (mr < MR, whose rounded-up tile would read past op(A)'s last row) is packed, once per block.
 void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, float alpha, const float* A, int lda,
                const float* Apk, int ka, bool a_in_place, const float* B, int ldb, const float* Bpk, int bk, float beta,
                float* C, int ldc) {
@@ -354,7 +369,7 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
             for (int ic = m0; ic < m1; ic += mc_blk) {
                 const int mc = std::min(mc_blk, m1 - ic);
                 const int ragged = mc % MR ? mc / MR * MR : -1;  // a_in_place: the ragged last panel, packed
-                if (a_in_place && ragged >= 0) pack_A(true, A, lda, ic + ragged, pc, mc - ragged, kc, buf.a);
+                if (a_in_place && ragged >= 0) pack_A(transA, A, lda, ic + ragged, pc, mc - ragged, kc, buf.a);
                 else if (!Apk && !a_in_place) pack_A(transA, A, lda, ic, pc, mc, kc, buf.a);
                 for (int jr = 0; jr < nc; jr += NR) {
                     const int nr = std::min(NR, nc - jr);
@@ -365,16 +380,12 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
                         const float* Ap = Apk ? Apk + (size_t)(ic + ir) / MR * ka * MR + (size_t)pc * MR  // micro-panel (kc, MR)
                                         : !a_in_place ? buf.a + (size_t)ir * kc
                                         : ir == ragged ? buf.a
-                                        : A + (size_t)pc * lda + ic + ir;  // op(A)[i, k] = A[k·lda + i]
-                        const int as = a_in_place && ir != ragged ? lda : MR;
+                                        : transA ? A + (size_t)pc * lda + ic + ir      // op(A)[i, k] = A[k·lda + i]
+                                                 : A + (size_t)(ic + ir) * lda + pc;    // op(A)[i, k] = A[i·lda + k]
+                        const bool in_place = a_in_place && ir != ragged;
                         float* Ct = C + (size_t)(ic + ir) * ldc + jc + jr;
-                        if (nr > VL) {  // the full tile
-                            if (mr == MR && nr == NR) micro_kernel<2>(kc, Ap, as, Bp, Ct, ldc, alpha, beta, beta_mode);
-                            else edge_kernel<2>(kc, Ap, as, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
-                        } else {  // a last panel of at most VL columns: the half tile
-                            if (mr == MR && nr == VL) micro_kernel<1>(kc, Ap, as, Bp, Ct, ldc, alpha, beta, beta_mode);
-                            else edge_kernel<1>(kc, Ap, as, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
-                        }
+                        if (in_place && !transA) tile_kernel<true>(kc, Ap, 1, lda, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
+                        else tile_kernel<false>(kc, Ap, in_place ? lda : MR, 1, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
                     }
                 }
             }
@@ -502,8 +513,8 @@ void gemm_f32_packed_b(bool transA, int M, int N, int K, float alpha, const floa
     ICL_ASSERT(ldc >= N);
     ICL_ASSERT_MSG(k0 + K <= Kp && j0 % NR == 0, strfmt("gemm_f32_packed_b: rows %d..%d of a pack of %d, column %d", k0, k0 + K, Kp, j0));
     if (K > 0 && alpha != 0.0f) ICL_ASSERT_MSG(lda >= (transA ? M : K), strfmt("gemm: lda=%d too small", lda));
-    // a transposed A (attention's Pᵀ and dSᵀ, a fresh block each product) is read in place, not packed
-    gemm_run(transA, false, M, N, K, alpha, A, lda, nullptr, 0, transA, nullptr, 0, Bp + (size_t)j0 / NR * Kp * NR + (size_t)k0 * NR, Kp,
+    // A (attention's fresh blocks: q, P; Pᵀ, dSᵀ, dS) is read in place, not packed
+    gemm_run(transA, false, M, N, K, alpha, A, lda, nullptr, 0, true, nullptr, 0, Bp + (size_t)j0 / NR * Kp * NR + (size_t)k0 * NR, Kp,
              beta, C, ldc);
 }
 // The same for op(A): pack_A over all K columns at once, micro-panel p (rows p·MR …) K × MR at Ap + p·K·MR.
