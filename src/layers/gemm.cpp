@@ -441,7 +441,7 @@ void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn) {
 
 namespace {
 // gemm_f32 and the packed entries: op(A) is A (Apk null) or its pack Apk (ka deep), op(B) is B (Bpk null) or its
-// pack Bpk (bk deep); a_in_place: a transposed A read where it is (gemm_rect).
+// pack Bpk (bk deep); a_in_place: A read where it is (gemm_rect).
 void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* Apk, int ka,
               bool a_in_place, const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc) {
     const bool no_product = K == 0 || alpha == 0.0f;

@@ -30,9 +30,10 @@ void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn);
 //   gemm_f32_packed_b: C(M,N) = alpha·op(A)·op(B)[k0:k0+K, j0:j0+N] + beta·C      (Kp = the K it was packed with,
 //                      k0 + K <= Kp, j0 a multiple of gemm_panel_cols(), j0 + N within the packed columns)
 // The pack is the layout gemm_f32 packs B into, all K rows at once, so the result has gemm_f32's bits for the
-// same operands (tests). A transposed A (transA) is not packed at all: the micro-kernel reads op(A)'s rows at each k,
-// consecutive floats of A, where they are (attention's fresh Pᵀ and dSᵀ blocks; the same bits; measured in
-// docs/benchmarks.md, 2026-12-05). By the count of gemm_thread_grid (~0.4 cycles a packed float against 2·VL multiply-adds a
+// same operands (tests). A is not packed at all: the micro-kernel broadcasts op(A)'s elements from A where they are
+// (transposed: 12 consecutive floats of A's row k at each k; untransposed: 12 rows lda apart), the same bits
+// without the copy. Meant for attention's fresh blocks (q, P, Pᵀ, dSᵀ, dS: docs/benchmarks.md, 2026-12-05); not for
+// A with a large power-of-two lda, whose rows share a few cache sets (gemm_f32 keeps packing). By the count of gemm_thread_grid (~0.4 cycles a packed float against 2·VL multiply-adds a
 // cycle), a block of 64 queries that repacks the k of a head of size 64 spends ~20% of its product copying.
 int gemm_panel_cols();                          // NR: 32 (AVX-512), 16 (AVX2, portable)
 size_t gemm_packed_b_size(int K, int N);        // floats
