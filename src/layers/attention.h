@@ -57,6 +57,9 @@
 namespace icl {
 
 constexpr int ATT_BLOCK = 64;  // rows per causal block of the T×T products
+// attention_backward_lse packs q and dout as the A of its recomputed products above this many floats of a head's
+// slice (T·hs), and reads them in place up to it (see there).
+constexpr size_t ATT_LSE_A_INPLACE = 65536;
 
 namespace attention_detail {
 using par::use_threads;
@@ -82,9 +85,11 @@ inline float* head_pack_buffer(size_t floats) {
     return buf.p;
 }
 
-// The most a thread's head_pack_buffer holds on float (the O(T) backward's seven packs; the forward's two are less).
+// The most a thread's head_pack_buffer holds on float (the O(T) backward's five packs, seven when it packs q and dout
+// as A too; the forward's two are less).
 inline size_t attention_pack_floats(int T, int hs) {
-    return 2 * gemm_packed_b_size(hs, T) + 3 * gemm_packed_b_size(T, hs) + 2 * gemm_packed_a_size(T, hs);
+    const size_t a = (size_t)T * hs > ATT_LSE_A_INPLACE ? 2 * gemm_packed_a_size(T, hs) : 0;
+    return 2 * gemm_packed_b_size(hs, T) + 3 * gemm_packed_b_size(T, hs) + a;
 }
 
 // The forward of one (b,h) pair, one block of query rows [i0,i1) at a time — shared by both forms, so their out
@@ -336,11 +341,16 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
             const real* O = out + (size_t)b * T * C + h * hs;   // (T,hs), row stride C
             const real* l = lse + (size_t)bh * T;               // (T)
             // float: every operand the key blocks share, packed once per head (gemm_pack_a / gemm_pack_b) instead of
-            // again by each block's products: q, dout as the A of P and dP (all their rows: a block starts at a whole
-            // row panel, r0 <= j0, and its rows before j0 are computed and not used; read in place, rows 3C or C
-            // floats apart, they measured up to 4% slower at T = 4096), kᵀ, vᵀ (hs × T) as their B, and dout, q, k
-            // (T × hs) as the B of dv, dk and dq. Their A operands, the block's Pᵀ, dSᵀ and dS, gemm_f32_packed_b
-            // reads where they are. The same bits as packing per product.
+            // again by each block's products: kᵀ, vᵀ (hs × T) as the B of P and dP, and dout, q, k (T × hs) as the B
+            // of dv, dk and dq; and at long T (a_packed) q, dout as the A of P and dP (all their rows: a block then
+            // starts at a whole row panel, r0 <= j0, and its rows before j0 are computed and not used). At short T
+            // gemm_f32_packed_b reads q and dout where they are (rows 3C or C floats apart), as it reads the A of
+            // dv, dk and dq (the block's Pᵀ, dSᵀ and dS) at every T. The same bits either way, and as packing per
+            // product. Why the switch (a Zen 5, in place / packed, tools/attention_ab.sh, docs/benchmarks.md
+            // 2026-12-05 afternoon): the backward 0.95-0.96 at T = 256, 0.99-1.00 at 1024, 1.04 at 2048 and 4096 —
+            // a head's q and dout slices, 2·T·hs floats, stay in L2 while short (512 KB at T = 1024, hs = 64), and
+            // the block products reuse each row about T / (2·JB) times.
+            const bool a_packed = (size_t)T * hs > ATT_LSE_A_INPLACE;
             float *ktp = nullptr, *vtp = nullptr, *dop = nullptr, *qp = nullptr, *kp = nullptr, *qap = nullptr, *doap = nullptr;
             if constexpr (std::is_same_v<real, float>) {
                 // the B packs first: whole panels of NR floats a row keep each of them 64-byte aligned
@@ -357,12 +367,22 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 gemm_pack_b(false, T, hs, dO, C, dop);
                 gemm_pack_b(false, T, hs, q, C3, qp);
                 gemm_pack_b(false, T, hs, k, C3, kp);
-                gemm_pack_a(false, T, hs, q, C3, qap);
-                gemm_pack_a(false, T, hs, dO, C, doap);
+                if (a_packed) {
+                    gemm_pack_a(false, T, hs, q, C3, qap);
+                    gemm_pack_a(false, T, hs, dO, C, doap);
+                }
             }
             // Σ_j P[i,j]·dP[i,j] = Σ_j P[i,j]·(dout_i·v_j) = dout_i · out_i
-            for (int i = 0; i < T; i++)
+            // (rows C floats apart, the first touch of this head's slices: fetched 8 rows ahead, which measured this
+            // loop from ~5% of the backward at T = 256 to ~1% on a Zen 5)
+            for (int i = 0; i < T; i++) {
+                if (i + 16 < T)
+                    for (int c = 0; c < hs; c += 64 / (int)sizeof(real)) {
+                        __builtin_prefetch(dO + (size_t)(i + 16) * C + c);
+                        __builtin_prefetch(O + (size_t)(i + 16) * C + c);
+                    }
                 D[i] = fixed_sum<real>((size_t)hs, [&](size_t c) { return dO[(size_t)i * C + c] * O[(size_t)i * C + c]; });
+            }
             // one block of keys [j0,j1) at a time, against the query rows that see it (i >= j0)
             for (int j0 = 0; j0 < T; j0 += JB) {
                 const int j1 = std::min(T, j0 + JB), jb = j1 - j0, n = T - j0;
@@ -371,11 +391,16 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 // the forward's P[j0:T, j0:j1], recomputed: exp(scale · q_i·k_j − lse[i]) for lo(i) <= j <= i, else 0
                 // out = P @ v   =>   dP[j0:T, j0:j1] = dout[j0:T] @ v[j0:j1]ᵀ
                 if constexpr (std::is_same_v<real, float>) {
-                    const int r0 = j0 / gemm_panel_rows() * gemm_panel_rows();  // rows r0..j0-1: computed, not used
-                    a += (size_t)(j0 - r0) * JB;
-                    da += (size_t)(j0 - r0) * JB;
-                    gemm_f32_packed_ab(T - r0, jb, hs, scale, qap, hs, r0, ktp, hs, j0, 0, 0.0f, a0, JB);
-                    gemm_f32_packed_ab(T - r0, jb, hs, 1.0f, doap, hs, r0, vtp, hs, j0, 0, 0.0f, da0, JB);
+                    if (a_packed) {
+                        const int r0 = j0 / gemm_panel_rows() * gemm_panel_rows();  // rows r0..j0-1: computed, not used
+                        a += (size_t)(j0 - r0) * JB;
+                        da += (size_t)(j0 - r0) * JB;
+                        gemm_f32_packed_ab(T - r0, jb, hs, scale, qap, hs, r0, ktp, hs, j0, 0, 0.0f, a0, JB);
+                        gemm_f32_packed_ab(T - r0, jb, hs, 1.0f, doap, hs, r0, vtp, hs, j0, 0, 0.0f, da0, JB);
+                    } else {
+                        gemm_f32_packed_b(false, n, jb, hs, scale, q + (size_t)j0 * C3, C3, ktp, hs, 0, j0, 0.0f, a, JB);
+                        gemm_f32_packed_b(false, n, jb, hs, 1.0f, dO + (size_t)j0 * C, C, vtp, hs, 0, j0, 0.0f, da, JB);
+                    }
                 } else {
                     gemm<real>(false, true, n, jb, hs, scale, q + (size_t)j0 * C3, C3, k + (size_t)j0 * C3, C3, real(0), a, JB);
                     gemm<real>(false, true, n, jb, hs, real(1), dO + (size_t)j0 * C, C, v + (size_t)j0 * C3, C3, real(0), da, JB);
@@ -384,6 +409,10 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                     real* prow = a + (size_t)(i - j0) * JB;   // (jb)
                     real* drow = da + (size_t)(i - j0) * JB;  // (jb)
                     const int lo = std::max(attention_detail::first_key(kstart, b, i), j0) - j0, hi = std::min(i, j1 - 1) - j0;
+                    if (lo == 0 && hi == jb - 1) {  // the whole block in row i's range: both steps below in one pass
+                        vmath::exp_shifted_grad(prow, drow, jb, l[i], D[i]);
+                        continue;
+                    }
                     if (hi < lo) {  // no key of this block in row i's range
                         std::fill(prow, prow + jb, real(0));
                         std::fill(drow, drow + jb, real(0));

@@ -1,5 +1,6 @@
 // vmath.h — vectorized e^x for the float paths of the layers: exp8 (AVX2 + FMA, 8 lanes), exp16 (its AVX-512 twin,
-// tested lane for lane identical), and exp_shifted_sum, the softmax exponential. Used by GELU (gelu.h), the
+// tested lane for lane identical), exp_shifted_sum, the softmax exponential, and exp_shifted_grad, the O(T) attention
+// backward's row (the same exponentials with the softmax gradient in the same pass). Used by GELU (gelu.h), the
 // softmaxes (attention.h, loss.h, kv_attention.h) and kernel attention's φ (kernel_attention.h). Without AVX2 the
 // scalar std::exp serves.
 #pragma once
@@ -142,6 +143,46 @@ real exp_shifted_sum(real* x, int n, real shift) {
         sum += x[j];
     }
     return sum;
+}
+
+// The softmax backward's row from recomputed probabilities, in one pass (attention_backward_lse):
+//   p[j] = e^(p[j] − shift),   d[j] = p[j]·(d[j] − c)        for j < n
+// The exponentials are exp_shifted_sum's, lane for lane (exp16 / exp8 / the masked 8-lane tail / std::exp), and
+// d is the same product of the same two roundings as the scalar loop, so the bits equal exp_shifted_sum followed
+// by that loop (tested); one load and store of p and one call fewer per row.
+template <typename real>
+void exp_shifted_grad(real* p, real* d, int n, real shift, real c) {
+#ifdef ICL_VMATH_AVX2
+    if constexpr (std::is_same_v<real, float>) {
+        int j = 0;
+#ifdef __AVX512F__
+        const __m512 vs16 = _mm512_set1_ps(shift), vc16 = _mm512_set1_ps(c);
+        for (; j + 16 <= n; j += 16) {
+            const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(p + j), vs16));
+            _mm512_storeu_ps(p + j, e);
+            _mm512_storeu_ps(d + j, _mm512_mul_ps(e, _mm512_sub_ps(_mm512_loadu_ps(d + j), vc16)));
+        }
+#endif
+        const __m256 vs = _mm256_set1_ps(shift), vc = _mm256_set1_ps(c);
+        for (; j + 8 <= n; j += 8) {
+            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), vs));
+            _mm256_storeu_ps(p + j, e);
+            _mm256_storeu_ps(d + j, _mm256_mul_ps(e, _mm256_sub_ps(_mm256_loadu_ps(d + j), vc)));
+        }
+        if (j < n) {
+            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), lane);
+            const __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(p + j, mask), vs));
+            _mm256_maskstore_ps(p + j, mask, e);
+            _mm256_maskstore_ps(d + j, mask, _mm256_mul_ps(e, _mm256_sub_ps(_mm256_maskload_ps(d + j, mask), vc)));
+        }
+        return;
+    }
+#endif
+    for (int j = 0; j < n; j++) {
+        p[j] = std::exp(p[j] - shift);
+        d[j] = p[j] * (d[j] - c);
+    }
 }
 }  // namespace vmath
 
