@@ -464,10 +464,10 @@ TEST_CASE("kernel attention: register-tiled fast path (head sizes 8, 16, 32) = d
     }
 }
 
-TEST_CASE("kernel attention's φ/RoPE features (fp32): every head and row = the fp64 definition to a few ulp, with row blocks of "
-          "32, 16 and 8 and a ragged last one; fill_rope's cached table = fill_rope_rows") {
-    // the forward's feature pass runs blocks of rows head by head (32 rows up to heads of 128, 16 at 256, 8 at 512):
-    // B·T = 111 is no multiple of any of them; positions given (fill_rope_rows) and null (the cached table)
+TEST_CASE("kernel attention's φ/RoPE features (fp32): every head and row = the fp64 definition to a few ulp, in row blocks "
+          "of 32 with a ragged last one (heads up to 32) and row by row (larger); fill_rope's cached table = fill_rope_rows") {
+    // the forward's feature pass runs blocks of 32 rows head by head for heads of up to 32, single rows above:
+    // B·T = 111 is no multiple of 32; positions given (fill_rope_rows) and null (the cached table)
     const int B = 3, T = 37;
     for (auto [C, NH] : {std::pair{32, 4}, {64, 4}, {48, 2}, {128, 2}, {256, 1}, {512, 1}})
         for (bool with_pos : {true, false}) {

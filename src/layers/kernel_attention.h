@@ -468,18 +468,20 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
     real* tab = scratch;                                               // (B,T,m)
     real* slices = scratch + (size_t)B * T * m + (size_t)B * NH * (m * hs + m);
     fill_rope(tab, pos, B, T, m);
-    // features: a = φ(q), c = φ(k), â = R a, ĉ = R c — one pass over the rows of qkv, a block of rows at a time
-    // (reading one head's slice per row at stride 3C over all T rows, head by head, was bound by the strided loads;
-    // one row at a time over all heads writes 4·NH arrays' rows at once: at heads of 16 ~1/3 of the forward, mostly
-    // on those stores. Head by head within blocks of 32 rows: 0.92-0.97 of that forward's time on a Zen 5.)
-    const int RBK = std::max(1, std::min(32, 4096 / m));  // rows per block: its RoPE tables 2·RBK·m floats
+    // features: a = φ(q), c = φ(k), â = R a, ĉ = R c — one pass over the rows of qkv, a block of RBK rows at a time,
+    // head by head within the block. Heads of up to 32: blocks of 32 rows (one row at a time over all heads wrote
+    // 4·NH arrays' rows at once: at heads of 16 ~1/3 of the forward, mostly on those stores; in blocks, the kernel
+    // LM's forward kernel attention ×1.07 on a Zen 5). Larger heads: one row at a time (blocks of 32 measured ×0.94
+    // at heads of 64 in the model; reading one head's slice per row at stride 3C over all T rows, head by head,
+    // was bound by the strided loads). docs/benchmarks.md, 2026-12-06.
+    const int RBK = m <= 32 ? 32 : 1;  // rows per block: its RoPE tables 2·RBK·m floats (m <= 512: at most 4096)
 #pragma omp parallel for schedule(static) if (use_threads((double)B * T * C * 8))
     for (int n0 = 0; n0 < B * T; n0 += RBK) {
         const int n1 = std::min(B * T, n0 + RBK);
 #ifdef ICL_VMATH_AVX2
         if constexpr (std::is_same_v<real, float>) {
             if (m % 8 == 0) {  // φ and the pair rotation a whole register at a time: y = x·[c,c] + swap(x)·[−s,s]
-                alignas(64) float cc[4096], ss[4096];  // (n1 − n0, m): per row [c0,c0,c1,c1,…] and [−s0,s0,−s1,s1,…]
+                alignas(64) float cc[1024], ss[1024];  // (n1 − n0, m): per row [c0,c0,c1,c1,…] and [−s0,s0,−s1,s1,…]
                 for (int n = n0; n < n1; n++) {
                     const real* tb = tab + (size_t)n * m;
                     float* cn = cc + (size_t)(n - n0) * m;
