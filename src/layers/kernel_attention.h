@@ -474,7 +474,7 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
     // LM's forward kernel attention ×1.07 on a Zen 5). Larger heads: one row at a time (blocks of 32 measured ×0.94
     // at heads of 64 in the model; reading one head's slice per row at stride 3C over all T rows, head by head,
     // was bound by the strided loads). docs/benchmarks.md, 2026-12-06.
-    const int RBK = m <= 32 ? 32 : 1;  // rows per block: its RoPE tables 2·RBK·m floats (m <= 512: at most 4096)
+    const int RBK = m <= 32 ? 32 : 1;  // rows per block: its RoPE tables 2·RBK·m floats (at most 2·1024: m <= 512)
 #pragma omp parallel for schedule(static) if (use_threads((double)B * T * C * 8))
     for (int n0 = 0; n0 < B * T; n0 += RBK) {
         const int n1 = std::min(B * T, n0 + RBK);
