@@ -500,9 +500,9 @@ TEST_CASE("kernel attention's φ/RoPE features (fp32): every head and row = the 
                     }
             CAPTURE(C); CAPTURE(NH); CAPTURE(with_pos);
             MESSAGE("heads of " << m << std::string(with_pos ? ", positions" : ", no positions") << ": worst relative error " << worst);
-            // measured 1.1e-7 … 1.6e-7 (Zen 5, AVX-512 build): φ's exponential ≈ 1 ulp, the rotation ~1-2 more;
-            // a row, head or block in the wrong place is off by O(1)
-            CHECK(worst < 6e-7);
+            // measured 1.1e-7 … 1.6e-7 (Zen 5, AVX-512 build; the AVX2 build gives the same bits): φ's exponential
+            // ≈ 1 ulp, the rotation ~1-2 more; a row, head or block in the wrong place is off by O(1)
+            CHECK(worst < 3e-7);
         }
     // the table for null positions, cached per (T, m) in the calling thread: the same as computing it, across changes
     // of T and m (T = 64: the same bits as the rows of all B sequences at once; T = 40: as one sequence's rows, copied)
@@ -514,10 +514,9 @@ TEST_CASE("kernel attention's φ/RoPE features (fp32): every head and row = the 
         CAPTURE(T); CAPTURE(m);
         CHECK(std::memcmp(got.data(), one.data(), one.size() * sizeof(float)) == 0);
         CHECK(std::memcmp(got.data() + one.size(), one.data(), one.size() * sizeof(float)) == 0);
-        if (T % 32 == 0) CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
-        double worst = 0;
-        for (size_t i = 0; i < got.size(); i++) worst = std::max(worst, (double)std::fabs(got[i] - want[i]));
-        CHECK(worst <= 1.2e-7);  // T = 40: a row of b = 1 from another start of the recurrence, within a float ulp of 1
+        // all B·T rows at once: the same bits (guaranteed for T = 64; at T = 40 a block straddles the two sequences
+        // and could differ in a last bit, but measured equal here on a Zen 5, AVX-512 build)
+        CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
     }
 }
 
