@@ -123,9 +123,18 @@ void forward_pair(real* o,        // (T,hs), row stride C
         real* a = P + (size_t)i0 * p_step;  // (ib, ldp) block i0's rows
         const int zero_to = p_step ? T : i1;
         // preatt[i0:i1, 0:i1] = scale · q[i0:i1] @ k[0:i1]ᵀ
-        if constexpr (std::is_same_v<real, float>)
-            gemm_f32_packed_b(false, ib, i1, hs, scale, q + (size_t)i0 * C3, C3, kp, hs, 0, 0, 0.0f, a, ldp);
-        else
+        // (float: keys i0+h.. only against rows i0+h.. (h = ATT_BLOCK/2, whole packed panels): rows i0..i0+h-1 see
+        // no key past i0+h-1, and their entries there, not computed, are zeroed by the softmax loop below)
+        if constexpr (std::is_same_v<real, float>) {
+            const int h = ATT_BLOCK / 2;
+            if (ib > h) {
+                gemm_f32_packed_b(false, ib, i0 + h, hs, scale, q + (size_t)i0 * C3, C3, kp, hs, 0, 0, 0.0f, a, ldp);
+                gemm_f32_packed_b(false, ib - h, ib - h, hs, scale, q + (size_t)(i0 + h) * C3, C3, kp, hs, 0, i0 + h, 0.0f,
+                                  a + (size_t)h * ldp + i0 + h, ldp);
+            } else {
+                gemm_f32_packed_b(false, ib, i1, hs, scale, q + (size_t)i0 * C3, C3, kp, hs, 0, 0, 0.0f, a, ldp);
+            }
+        } else
             gemm<real>(false, true, ib, i1, hs, scale, q + (size_t)i0 * C3, C3, k, C3, real(0), a, ldp);
         // causal, numerically stable softmax of each row over lo <= j <= i (lo = 0 without a key start)
         for (int i = i0; i < i1; i++) {
