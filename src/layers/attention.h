@@ -274,8 +274,8 @@ void attention_backward(real* dqkv,        // (B,T,3C)
 // Every (b,h) pair is one thread's, its blocks in a fixed order: bit-identical for any thread count.
 
 // Elements of scratch attention_forward_lse / attention_backward_lse need: two (T + ATT_LSE_PAD) × ATT_BLOCK panels
-// and a T-row vector per thread (the forward's P panel is ATT_BLOCK rows at stride T + ATT_LSE_PAD; the backward's
-// products start at a whole GEMM row panel, up to gemm_panel_rows() − 1 <= 11 rows before the block).
+// and a T-row vector per thread (the forward's P panel is ATT_BLOCK rows at stride T; the backward's products start
+// at a whole GEMM row panel, up to gemm_panel_rows() − 1 <= 11 rows before the block: the pad's rows).
 constexpr int ATT_LSE_PAD = 16;
 inline size_t attention_lse_slice(int T) { return 2 * (size_t)ATT_BLOCK * (T + ATT_LSE_PAD) + T; }
 inline size_t attention_lse_scratch_size(int B, int T, int NH, int nthreads = attention_max_threads()) {
@@ -297,9 +297,11 @@ void attention_forward_lse(real* out,        // (B,T,C)
 #pragma omp parallel num_threads(nthreads) if (attention_detail::use_threads((double)B * NH * T * T * hs))
     {
 #ifdef _OPENMP
-        // this thread's P panel (ATT_BLOCK, T) at row stride T + ATT_LSE_PAD: a stride of T = 1024 floats (4 KiB)
-        // would put every row in the same L1 set (the forward at T = 1024 measured 0.90-0.98 of the materialising
-        // form's with the pad, 0.92-1.08 without, 3 runs each on a Zen 5: a small effect, within this host's noise)
+        // this thread's P panel (ATT_BLOCK, T) at row stride T, the materialising form's. A padded stride (T + 16,
+        // meant to keep the rows of T = 1024 out of one L1 set) measured slower on a Zen 3 (AVX2): the forward without
+        // it 0.86-0.91 of the forward with it at T = 256, 512, 1024, 2048 (tools/attention_ab.sh, in process, the same
+        // bits; pads of 8, 32, 64 floats slower still; docs/benchmarks.md 2026-12-06, evening). On a Zen 5 the pad had
+        // measured within noise (0.90-0.98 of the materialising forward at T = 1024 with it, 0.92-1.08 without).
         real* a = scratch + (size_t)omp_get_thread_num() * attention_lse_slice(T);
 #else
         real* a = scratch;
@@ -307,7 +309,7 @@ void attention_forward_lse(real* out,        // (B,T,C)
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * NH; bh++) {
             const int b = bh / NH, h = bh % NH;
-            attention_detail::forward_pair(out + (size_t)b * T * C + h * hs, a, 0, T + ATT_LSE_PAD, lse + (size_t)bh * T,
+            attention_detail::forward_pair(out + (size_t)b * T * C + h * hs, a, 0, T, lse + (size_t)bh * T,
                                            qkv + (size_t)b * T * C3 + h * hs, T, C, hs, scale, kstart, b);
         }
     }
