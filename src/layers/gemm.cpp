@@ -50,15 +50,24 @@ namespace icl {
 namespace {
 
 // ---------------------------------------------------------------------------------------------------------
-// Blocking parameters (tuned on Zen3: 32 KiB L1d, 512 KiB L2 per core). On that machine KC 256 vs 384,
+// Blocking parameters (first tuned on a Zen 3: 32 KiB L1d, 512 KiB L2 per core). On that machine, then, KC 256 vs 384,
 // MC 72..240, NC 1024 vs 3072, prefetching C or not and unrolling k by 4 were all within noise of each other
-// (about 180 GFLOP/s on 2 cores, 90% of the measured FMA peak); these values are the middle of that plateau.
+// (about 180 GFLOP/s on 2 cores, 90% of the measured FMA peak). KC alone decides the bits (where each product's sum
+// over k is rounded into C), so it is the same on every ISA; MC and NC only move work between passes.
 // (The ICL_GEMM_* macros exist only for tuning experiments: g++ -DICL_GEMM_KC=256 ...)
 #ifndef ICL_GEMM_KC
 #define ICL_GEMM_KC 384
 #endif
 #ifndef ICL_GEMM_MC
+#ifdef ICL_GEMM_AVX512
 #define ICL_GEMM_MC 120
+#else
+// AVX2: 8 micro-panels of 6 rows (72 KiB of A). On a Zen 3, 2 threads, 48 against 120 measured 0.88-0.94 of the time
+// of one GPT step's 75 products in 7 in-process runs (tools/gemm_ab.sh; 1 thread 0.95; 24-96 all 0.92-0.99), with the
+// same bits: MC never changes a product's arithmetic, only which packed rows share a pass over B. docs/benchmarks.md
+// 2026-12-06, evening. Not measured on an AVX-512 machine's AVX2 build.
+#define ICL_GEMM_MC 48
+#endif
 #endif
 #ifndef ICL_GEMM_NC
 #define ICL_GEMM_NC 3072
@@ -72,7 +81,7 @@ constexpr int NR = 16;                // micro-tile columns (2 ymm of B per k)  
 #endif
 constexpr int VL = NR / 2;            // columns of one vector register (16 / 8): the half tile is MR × VL
 constexpr int KC_MAX = ICL_GEMM_KC;   // depth of one packed block: B micro-panel KC×NR×4 B = 24 KiB in L1
-constexpr int MC_MAX = ICL_GEMM_MC;   // rows of one packed A block: MC×KC×4 B = 180 KiB in L2 (multiple of MR)
+constexpr int MC_MAX = ICL_GEMM_MC;   // rows of one packed A block: MC×KC×4 B = 180 KiB (AVX-512), 72 KiB (AVX2) in L2 (multiple of MR)
 constexpr int NC_MAX = ICL_GEMM_NC;   // columns of one packed B panel (multiple of NR)
 
 static_assert(MC_MAX % MR == 0 && NC_MAX % NR == 0, "block sizes must be multiples of the micro-tile");
