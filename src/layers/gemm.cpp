@@ -63,7 +63,7 @@ namespace {
 #define ICL_GEMM_MC 120
 #else
 // AVX2 (and the portable kernel): 8 micro-panels of 6 rows (72 KiB of A). On a Zen 3, 2 threads, 48 against 120 measured
-// 0.88-0.94 of the time of one GPT step's 75 products in 7 in-process runs (tools/gemm_ab.sh; 1 thread 0.95; 24-96 0.92-1.00), with the
+// 0.88-0.94 of the time of one GPT step's 75 products in 6 in-process runs (tools/gemm_ab.sh; 1 thread 0.95; 24-96 0.92-1.00), with the
 // same bits: MC never changes a product's arithmetic, only which packed rows share a pass over B. docs/benchmarks.md
 // 2026-12-06, evening. Not measured on an AVX-512 machine's AVX2 build.
 #define ICL_GEMM_MC 48
