@@ -65,7 +65,7 @@ namespace {
 // AVX2 (and the portable kernel): 8 micro-panels of 6 rows (72 KiB of A). On a Zen 3, 2 threads, 48 against 120 measured
 // 0.88-0.94 of the time of one GPT step's 75 products in 6 in-process runs (tools/gemm_ab.sh; 1 thread 0.95; 24-96 0.92-1.00), with the
 // same bits: MC never changes a product's arithmetic, only which packed rows share a pass over B. docs/benchmarks.md
-// 2026-12-06, evening. Not measured on an AVX-512 machine's AVX2 build.
+// 2026-12-06, evening. An Intel Emerald Rapids's AVX2 build: 120 against 48 measured 0.999-1.008 in 4 runs, no difference.
 #define ICL_GEMM_MC 48
 #endif
 #endif
@@ -238,9 +238,11 @@ inline void store_vec(float* c, FV::V acc, FV::V valpha, FV::V vbeta, int beta_m
 // or, with ROWS, at Ap[k + r·rs] (an untransposed A read in place: as = 1, rs = lda).
 // Software prefetch inside the k loop, PF_A k-steps ahead in the A panel (packed, or a transposed A read in place:
 // one cache line covers a k-step's MR floats) and PF_B ahead in the B micro-panel. AVX-512 only: on an Intel Emerald
-// Rapids (2 threads) 32/8 measured 0.985-1.000 (median 0.989) of one GPT step's 75 products against none in 11
-// in-process runs, the same bits (tools/gemm_ab.sh); A alone 0.995-1.016, B alone 0.982-1.010; the AVX2 build on
-// the same machine 0.991-1.023, so it has none. docs/benchmarks.md 2026-12-06, night. Not measured on a Zen 5.
+// Rapids (2 threads) 32/8 measured 0.984-1.000 (median 0.989) of one GPT step's 75 products against none in 11
+// in-process runs, the same bits (tools/gemm_ab.sh); A alone 0.995-1.016, B alone 0.988-1.010; the AVX2 build on
+// the same machine 0.991-1.023, so it has none. An untransposed A read in place (ROWS: 12 rows lda apart) is not
+// prefetched: a line of each row every 16 k-steps slowed attention's products 1.00-1.05. docs/benchmarks.md
+// 2026-12-06, night. Not measured on a Zen 5.
 #ifdef ICL_GEMM_AVX512
 constexpr int PF_A = 32, PF_B = 8;
 #else
