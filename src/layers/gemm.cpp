@@ -69,8 +69,25 @@ namespace {
 #define ICL_GEMM_MC 48
 #endif
 #endif
+// The order of the micro-tiles within a packed block, and NC with it. AVX-512: a B micro-panel (KC × 32 floats,
+// 48 KiB) fills a 48 KiB L1d, so gemm_f32 keeps the A micro-panel (KC × 12, 18 KiB) in L1 instead (rows outer,
+// columns inner) while B streams from L2, and NC is cut to 512 so that the KC × NC panel (768 KiB) stays in L2. On
+// an Intel Emerald Rapids (2 threads) that measured 0.955-0.987 (median 0.981) of one GPT step's 75 products against
+// columns outer with NC 3072 in 10 in-process runs, 1024³ 0.93-1.02, 1 thread 0.987, the same bits (tools/gemm_ab.sh;
+// NC 768-3072 with rows outer 0.956-0.984). The packed-B entries (attention's small products) keep columns outer:
+// rows outer made attention 1.01-1.05 slower at T=256. The AVX2 build there (its 24 KiB B panel fits beside A) was
+// 1.023-1.042 slower with rows outer, so AVX2 keeps columns outer and NC 3072. docs/benchmarks.md 2026-12-06, night.
+// Not measured on a Zen 5 (48 KiB L1d, 1 MiB L2).
+#ifdef ICL_GEMM_AVX512
+constexpr bool A_PANEL_OUTER = true;
+#ifndef ICL_GEMM_NC
+#define ICL_GEMM_NC 512
+#endif
+#else
+constexpr bool A_PANEL_OUTER = false;
 #ifndef ICL_GEMM_NC
 #define ICL_GEMM_NC 3072
+#endif
 #endif
 #ifdef ICL_GEMM_AVX512
 constexpr int MR = 12;                // micro-tile rows    (12 broadcasts of A per k, folded into the FMAs)
@@ -80,9 +97,9 @@ constexpr int MR = 6;                 // micro-tile rows    (6 broadcasts of A p
 constexpr int NR = 16;                // micro-tile columns (2 ymm of B per k)   -> 6×2 = 12 accumulators
 #endif
 constexpr int VL = NR / 2;            // columns of one vector register (16 / 8): the half tile is MR × VL
-constexpr int KC_MAX = ICL_GEMM_KC;   // depth of one packed block: B micro-panel KC×NR×4 B = 24 KiB in L1
+constexpr int KC_MAX = ICL_GEMM_KC;   // depth of one packed block: micro-panels of B KC×NR×4 B = 24 KiB (AVX2), 48 KiB (AVX-512); of A 9 / 18 KiB
 constexpr int MC_MAX = ICL_GEMM_MC;   // rows of one packed A block: MC×KC×4 B = 180 KiB (AVX-512), 72 KiB (AVX2) in L2 (multiple of MR)
-constexpr int NC_MAX = ICL_GEMM_NC;   // columns of one packed B panel (multiple of NR)
+constexpr int NC_MAX = ICL_GEMM_NC;   // columns of one packed B panel (multiple of NR): KC×NC×4 B = 768 KiB (AVX-512) in L2, 4.5 MiB (AVX2)
 
 static_assert(MC_MAX % MR == 0 && NC_MAX % NR == 0, "block sizes must be multiples of the micro-tile");
 
@@ -394,22 +411,27 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
                 const int ragged = mc % MR ? mc / MR * MR : -1;  // a_in_place: the ragged last panel, packed
                 if (a_in_place && ragged >= 0) pack_A(transA, A, lda, ic + ragged, pc, mc - ragged, kc, buf.a);
                 else if (!Apk && !a_in_place) pack_A(transA, A, lda, ic, pc, mc, kc, buf.a);
-                for (int jr = 0; jr < nc; jr += NR) {
-                    const int nr = std::min(NR, nc - jr);
+                // One micro-tile: rows ir.. of the packed A block against columns jr.. of the B panel.
+                auto tile = [&](int ir, int jr) {
+                    const int mr = std::min(MR, mc - ir), nr = std::min(NR, nc - jr);
                     const float* Bp = Bpk ? Bpk + (size_t)(jc + jr) / NR * bk * NR + (size_t)pc * NR  // micro-panel (kc, NR)
                                           : buf.b + (size_t)jr * kc;
-                    for (int ir = 0; ir < mc; ir += MR) {
-                        const int mr = std::min(MR, mc - ir);
-                        const float* Ap = Apk ? Apk + (size_t)(ic + ir) / MR * ka * MR + (size_t)pc * MR  // micro-panel (kc, MR)
-                                        : !a_in_place ? buf.a + (size_t)ir * kc
-                                        : ir == ragged ? buf.a
-                                        : transA ? A + (size_t)pc * lda + ic + ir      // op(A)[i, k] = A[k·lda + i]
-                                                 : A + (size_t)(ic + ir) * lda + pc;    // op(A)[i, k] = A[i·lda + k]
-                        const bool in_place = a_in_place && ir != ragged;
-                        float* Ct = C + (size_t)(ic + ir) * ldc + jc + jr;
-                        if (in_place && !transA) tile_kernel<true>(kc, Ap, 1, lda, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
-                        else tile_kernel<false>(kc, Ap, in_place ? lda : MR, 1, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
-                    }
+                    const float* Ap = Apk ? Apk + (size_t)(ic + ir) / MR * ka * MR + (size_t)pc * MR  // micro-panel (kc, MR)
+                                    : !a_in_place ? buf.a + (size_t)ir * kc
+                                    : ir == ragged ? buf.a
+                                    : transA ? A + (size_t)pc * lda + ic + ir      // op(A)[i, k] = A[k·lda + i]
+                                             : A + (size_t)(ic + ir) * lda + pc;    // op(A)[i, k] = A[i·lda + k]
+                    const bool in_place = a_in_place && ir != ragged;
+                    float* Ct = C + (size_t)(ic + ir) * ldc + jc + jr;
+                    if (in_place && !transA) tile_kernel<true>(kc, Ap, 1, lda, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
+                    else tile_kernel<false>(kc, Ap, in_place ? lda : MR, 1, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
+                };
+                if (A_PANEL_OUTER && !Bpk) {  // gemm_f32 on AVX-512: an A micro-panel stays in L1, the B panel streams past
+                    for (int ir = 0; ir < mc; ir += MR)
+                        for (int jr = 0; jr < nc; jr += NR) tile(ir, jr);
+                } else {  // a B micro-panel stays in L1 while the A block streams past it
+                    for (int jr = 0; jr < nc; jr += NR)
+                        for (int ir = 0; ir < mc; ir += MR) tile(ir, jr);
                 }
             }
         }
