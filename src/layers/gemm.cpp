@@ -12,6 +12,8 @@
 //         for jr in nc step NR               B micro-panel (KC×NR) lives in L1
 //           for ir in mc step MR
 //             micro-kernel: C[ir:ir+MR, jr:jr+NR] (+)= alpha · Ap_panel · Bp_panel
+//   (AVX-512, gemm_f32: ir outer and jr inner instead, NC 512 — the A micro-panel lives in L1, the B panel in L2;
+//    A_PANEL_OUTER below)
 //                           (AVX-512: 12×32 in 24 zmm accumulators; AVX2: 6×16 in 12 ymm; chosen at compile time;
 //                            a last panel of at most NR/2 columns: the half tile, 12×16 / 6×8)
 //
@@ -71,21 +73,27 @@ namespace {
 #endif
 // The order of the micro-tiles within a packed block, and NC with it. AVX-512: a B micro-panel (KC × 32 floats,
 // 48 KiB) fills a 48 KiB L1d, so gemm_f32 keeps the A micro-panel (KC × 12, 18 KiB) in L1 instead (rows outer,
-// columns inner) while B streams from L2, and NC is cut to 512 so that the KC × NC panel (768 KiB) stays in L2. On
-// an Intel Emerald Rapids (2 threads) that measured 0.955-0.987 (median 0.981) of one GPT step's 75 products against
-// columns outer with NC 3072 in 10 in-process runs, 1024³ 0.93-1.02, 1 thread 0.987, the same bits (tools/gemm_ab.sh;
-// NC 768-3072 with rows outer 0.956-0.984). The packed-B entries (attention's small products) keep columns outer:
-// rows outer made attention 1.01-1.05 slower at T=256. The AVX2 build there (its 24 KiB B panel fits beside A) was
-// 1.023-1.042 slower with rows outer, so AVX2 keeps columns outer and NC 3072. docs/benchmarks.md 2026-12-06, night.
-// Not measured on a Zen 5 (48 KiB L1d, 1 MiB L2).
+// columns inner) while B streams past it. On an Intel Emerald Rapids (2 threads) that measured 0.955-0.987 (median
+// 0.9815) of one GPT step's 75 products against columns outer with NC 3072 in 10 in-process runs, 1024³ 0.93-1.02,
+// 1 thread 0.987, the same bits (tools/gemm_ab.sh). NC 512 (a 768 KiB KC × NC panel, which fits an L2 of 1 MiB or
+// more) was chosen; 768-3072 with rows outer measured the same (0.956-0.984). With NC 512 a thread packs its rows
+// of op(A) once per 512 of its columns, which gemm_thread_grid's cost model does not count. The packed-B entries
+// (attention's small products) keep columns outer: rows outer made attention 1.01-1.05 slower at T=256. The AVX2
+// build there (its 24 KiB B panel fits beside A) was 1.023-1.042 slower with rows outer, so AVX2 keeps columns
+// outer and NC 3072. docs/benchmarks.md 2026-12-06, night. Not measured on a Zen 4 or Zen 5 (32 / 48 KiB L1d,
+// 1 MiB L2: A block and B panel together nearly fill it). ICL_GEMM_A_OUTER=0|1 overrides the order for experiments.
+#ifndef ICL_GEMM_A_OUTER
 #ifdef ICL_GEMM_AVX512
-constexpr bool A_PANEL_OUTER = true;
-#ifndef ICL_GEMM_NC
-#define ICL_GEMM_NC 512
-#endif
+#define ICL_GEMM_A_OUTER 1
 #else
-constexpr bool A_PANEL_OUTER = false;
+#define ICL_GEMM_A_OUTER 0
+#endif
+#endif
+constexpr bool A_PANEL_OUTER = ICL_GEMM_A_OUTER;
 #ifndef ICL_GEMM_NC
+#ifdef ICL_GEMM_AVX512
+#define ICL_GEMM_NC 512
+#else
 #define ICL_GEMM_NC 3072
 #endif
 #endif
@@ -253,10 +261,11 @@ inline void store_vec(float* c, FV::V acc, FV::V valpha, FV::V vbeta, int beta_m
 
 // A's element (row r, depth k) is at Ap[k·as + r] (a packed panel: as = MR; a transposed A read in place: as = lda)
 // or, with ROWS, at Ap[k + r·rs] (an untransposed A read in place: as = 1, rs = lda).
-// Software prefetch inside the k loop, PF_A k-steps ahead in the A panel (packed, or a transposed A read in place:
-// one cache line covers a k-step's MR floats) and PF_B ahead in the B micro-panel. AVX-512 only: on an Intel Emerald
-// Rapids (2 threads) 32/8 measured 0.984-1.000 (median 0.989) of one GPT step's 75 products against none in 11
-// in-process runs, the same bits (tools/gemm_ab.sh); A alone 0.995-1.016, B alone 0.988-1.010; the AVX2 build on
+// Software prefetch inside the k loop, PF_A k-steps ahead in the A panel (packed, or a transposed A read in place;
+// one prefetch a k-step, of the line holding that k-step's first A element) and PF_B ahead in the B micro-panel (the
+// first of the two lines of that k-step's 32 floats). AVX-512 only: on an Intel Emerald Rapids (2 threads) 32/8
+// measured 0.984-1.000 (median 0.989) of one GPT step's 75 products against none in 11 in-process runs, the same bits
+// (tools/gemm_ab.sh); A alone (16 ahead) 0.995-1.016, B alone 0.988-1.010; the AVX2 build on
 // the same machine 0.991-1.023, so it has none. An untransposed A read in place (ROWS: 12 rows lda apart) is not
 // prefetched: a line of each row every 16 k-steps slowed attention's products 1.00-1.05. docs/benchmarks.md
 // 2026-12-06, night. Not measured on a Zen 5.
@@ -280,7 +289,7 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const floa
     }
     for (int k = 0; k < kc; k++) {
         FV::V b[NV];
-        if constexpr (!ROWS && PF_A > 0) _mm_prefetch((const char*)(Ap + PF_A * as), _MM_HINT_T0);
+        if constexpr (!ROWS && PF_A > 0) _mm_prefetch((const char*)(Ap + (size_t)PF_A * as), _MM_HINT_T0);
         if constexpr (PF_B > 0) _mm_prefetch((const char*)(Bp + PF_B * NR), _MM_HINT_T0);
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) b[v] = FV::load(Bp + v * VL);
@@ -460,14 +469,15 @@ const char* gemm_isa() {
 }
 
 // The thread grid of gemm_f32 (declared in matmul.h): the split of C with the least work per thread, counted as its
-// rectangle (rounded up to whole micro-tiles) plus its packing: each thread packs its rows of op(A) and its columns
-// of op(B), K deep. Per k, the micro-kernels do rows·cols multiply-adds at 2·VL a cycle (two FMA pipes) and packing
-// copies rows + cols floats at about 0.4 cycles each (0.28-0.67 by kind of panel, timed alone on a Zen 5), so a
-// packed row or column weighs about 0.8·VL elements of C. That splits the larger of M and N: M = 2048 activation
-// rows over N = 384 output columns goes by rows (each thread packs all of the small B and half of A), although 2048
-// = 170.7 row tiles rounds up 0.8% more than the column split would, which has each thread pack all of A (those
-// products 5-18% faster on a 2-core Zen 5, operands from memory; docs/benchmarks.md); a weight gradient's N = C over
-// M = OC < C goes by columns. On a tie, rows. The split never changes the bits (see the top of the file), only the time.
+// rectangle (rounded up to whole micro-tiles) plus its packing: each thread packs its rows of op(A) and its columns of
+// op(B), K deep (on AVX-512 its rows once per NC = 512 of its columns, which this model leaves out). Per k, the
+// micro-kernels do rows·cols multiply-adds at 2·VL a cycle (two FMA pipes) and packing copies rows + cols floats at
+// about 0.4 cycles each (0.28-0.67 by kind of panel, timed alone on a Zen 5), so a packed row or column weighs about
+// 0.8·VL elements of C. That splits the larger of M and N: M = 2048 activation rows over N = 384 output columns goes by
+// rows (each thread packs all of the small B and half of A), although 2048 = 170.7 row tiles rounds up 0.8% more than
+// the column split would, which has each thread pack all of A (those products 5-18% faster on a 2-core Zen 5, operands
+// from memory; docs/benchmarks.md); a weight gradient's N = C over M = OC < C goes by columns. On a tie, rows. The
+// split never changes the bits (see the top of the file), only the time.
 void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn) {
     const int row_units = ceil_div(M, MR), col_units = ceil_div(N, NR);
     constexpr double PACK_WEIGHT = 0.8 * VL;
