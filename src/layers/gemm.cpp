@@ -12,10 +12,10 @@
 //         for jr in nc step NR               B micro-panel (KC×NR) lives in L1
 //           for ir in mc step MR
 //             micro-kernel: C[ir:ir+MR, jr:jr+NR] (+)= alpha · Ap_panel · Bp_panel
-//   (AVX-512, gemm_f32: ir outer and jr inner instead, NC 512 — the A micro-panel lives in L1, the B panel in L2;
-//    A_PANEL_OUTER below)
 //                           (AVX-512: 12×32 in 24 zmm accumulators; AVX2: 6×16 in 12 ymm; chosen at compile time;
 //                            a last panel of at most NR/2 columns: the half tile, 12×16 / 6×8)
+//   (AVX-512, gemm_f32: ir outer and jr inner instead, NC 512 — the A micro-panel lives in L1, the B panel in L2;
+//    A_PANEL_OUTER below)
 //
 // Packing copies the operands into exactly the order the micro-kernel reads them, so all four transpose
 // combinations cost the same after packing; panels are zero-padded to MR/NR, so the kernel never sees a
@@ -265,10 +265,10 @@ inline void store_vec(float* c, FV::V acc, FV::V valpha, FV::V vbeta, int beta_m
 // one prefetch a k-step, of the line holding that k-step's first A element) and PF_B ahead in the B micro-panel (the
 // first of the two lines of that k-step's 32 floats). AVX-512 only: on an Intel Emerald Rapids (2 threads) 32/8
 // measured 0.984-1.000 (median 0.989) of one GPT step's 75 products against none in 11 in-process runs, the same bits
-// (tools/gemm_ab.sh); A alone (16 ahead) 0.995-1.016, B alone 0.988-1.010; the AVX2 build on
-// the same machine 0.991-1.023, so it has none. An untransposed A read in place (ROWS: 12 rows lda apart) is not
-// prefetched: a line of each row every 16 k-steps slowed attention's products 1.00-1.05. docs/benchmarks.md
-// 2026-12-06, night. Not measured on a Zen 5.
+// (tools/gemm_ab.sh); A alone (16 ahead) 0.995-1.016, B alone 0.988-1.010; the AVX2 build on the same machine
+// 0.991-1.023, so it has none. An untransposed A read in place (ROWS: 12 rows lda apart) is not prefetched: a line
+// of each row every 16 k-steps slowed attention's products 1.00-1.05. docs/benchmarks.md 2026-12-06, night. Not
+// measured on a Zen 4 or Zen 5.
 #ifdef ICL_GEMM_AVX512
 constexpr int PF_A = 32, PF_B = 8;
 #else
