@@ -219,9 +219,19 @@ TEST_CASE("sampling allocates its buffers once, not per token; the same tokens a
 }
 
 TEST_CASE("activation gradients in one block's memory: the same parameter gradients to the bit, L-1 blocks' memory less") {
+    // plain blocks (each own gradient set by its one writer), ReLU, and attention modifications (zeroed, then added)
+    std::vector<GPTConfig> cfgs(3, tiny_cfg(9));
+    cfgs[1].act = "relu";
+    cfgs[2].mod.alpha = 0.2;                 // regularized attention
+    cfgs[2].mod.g1 = cfgs[2].mod.g2 = true;  // and both adapters
+    cfgs[2].mod.c = 0.7;
+    cfgs[2].mod.dh = 3;
+    for (const GPTConfig& base : cfgs)
     for (int L : {2, 3, 4}) {
         CAPTURE(L);
-        GPTConfig c = tiny_cfg(9);
+        CAPTURE(base.act);
+        CAPTURE(base.mod.any());
+        GPTConfig c = base;
         c.L = L;
         GPT<float> shared(c, Device::cpu, 5), full(c, Device::cpu, 5);
         randomize(shared, 17, 0.3);
@@ -240,15 +250,20 @@ TEST_CASE("activation gradients in one block's memory: the same parameter gradie
             CHECK(shared.s.to_host(shared.s.dacts, shared.s.gtable.offset("h.0.qkv"), 3 * n) ==
                   full.s.to_host(full.s.dacts, full.s.gtable.offset("h.0.qkv"), 3 * n));
         }
-        // the views: block l's own gradients where block 0's are; res3 in two buffers by parity
+        // the views: block l's own gradients where block 0's are; the residual stream's of every block in d(encoded)
         CHECK(shared.s.gtable.offset("h." + std::to_string(L - 1) + ".fch") == shared.s.gtable.offset("h.0.fch"));
-        CHECK(shared.s.gtable.offset("h." + std::to_string(L - 1) + ".res3") == shared.s.gtable.offset("h." + std::to_string((L - 1) % 2) + ".res3"));
-        CHECK(shared.s.gtable.offset("h.0.res3") != shared.s.gtable.offset("h.1.res3"));
+        CHECK(shared.s.gtable.offset("h.0.fch") != shared.s.gtable.offset("encoded"));
+        for (int l = 0; l < L; l++)
+            for (const char* r : {"res2", "attproj", "fcproj", "res3"}) {
+                CAPTURE(r);
+                CHECK(shared.s.gtable.offset("h." + std::to_string(l) + "." + r) == shared.s.gtable.offset("encoded"));
+            }
         CHECK(full.s.gtable.aliases == 0);
-        // one block's own gradients and two res3 instead of L of each: (L−1) blocks less one res3 (64-byte padded)
+        // one block's own gradients less its four residual ones instead of L blocks: (L−1) blocks and four (B,T,C) less
+        // (64-byte padded)
         const size_t per_block = full.s.gtable.offset("h.1.ln1") - full.s.gtable.offset("h.0.ln1");
-        const size_t res3 = ((size_t)3 * 9 * c.C + 15) / 16 * 16;
-        CHECK(full.s.gtable.total - shared.s.gtable.total == (size_t)(L - 1) * per_block - res3);
+        const size_t btc = ((size_t)3 * 9 * c.C + 15) / 16 * 16;
+        CHECK(full.s.gtable.total - shared.s.gtable.total == (size_t)(L - 1) * per_block + 4 * btc);
         // switching back to the full table on the next forward works too (the trainer's dump step)
         shared.keep_all_activation_gradients(true);
         const Batch bt = tiny_arith(3, 9, 99);

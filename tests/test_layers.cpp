@@ -11,7 +11,10 @@
 // bounds; any other tolerance says beside it what it was measured at or bounded by.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -28,6 +31,8 @@
 #include "layers/gelu.h"
 #include "layers/layernorm.h"
 #include "layers/loss.h"
+#include "layers/matmul.h"
+#include "layers/relu.h"
 #include "layers/residual.h"
 #include "vec_util.h"
 
@@ -283,27 +288,31 @@ constexpr bool kGeluVector = false;  // no AVX2+FMA: gelu's float path is the sc
 // The vector GELU's bulk (16 lanes on AVX-512, 8 on AVX2) and its padded tail give every element what the 8-lane
 // kernel gives it alone in lane 0, bit for bit — so an AVX-512 build and an AVX2 build agree. Across a kChunk
 // boundary (the thread split), with a tail, and with edge values (±inf, NaN, huge, 0).
-TEST_CASE("gelu: the vector bulk and tail = the 8-lane kernel element by element, bit for bit (float)" * doctest::skip(!kGeluVector)) {
+TEST_CASE("gelu: the vector bulk and tail = the 8-lane kernel element by element, bit for bit (float), adding and setting" * doctest::skip(!kGeluVector)) {
 #ifdef ICL_GELU_AVX2
     const size_t n = (size_t)gelu_detail::kChunk + 16 * 9 + 8 + 5;
     Rng rng(107);
-    std::vector<float> x(n), dout(n), out(n), din(n), ref_out(n), ref_din(n);
+    std::vector<float> x(n), dout(n), out(n), din(n), ref_out(n), ref_din(n), dset(n, NAN);
     for (size_t i = 0; i < n; i++) x[i] = (float)(4.0 * rng.normal()), dout[i] = (float)rng.normal(), din[i] = (float)rng.normal();
     x[1] = INFINITY; x[2] = -INFINITY; x[3] = NAN; x[4] = 1e30f; x[5] = -1e30f; x[6] = 0.0f; x[n - 2] = -20.0f;
     ref_din = din;
     gelu_forward(out.data(), x.data(), n);
     gelu_backward(din.data(), x.data(), dout.data(), n);
-    int wrong_f = 0, wrong_b = 0;
+    gelu_backward(dset.data(), x.data(), dout.data(), n, GradWrite::set);
+    int wrong_f = 0, wrong_b = 0, wrong_s = 0;
     for (size_t i = 0; i < n; i++) {
-        alignas(32) float o[8] = {0}, xi[8] = {x[i]}, gi[8] = {dout[i]}, di[8] = {ref_din[i]};
+        alignas(32) float o[8] = {0}, xi[8] = {x[i]}, gi[8] = {dout[i]}, di[8] = {ref_din[i]}, ds[8] = {0};
         gelu_detail::forward_v<F8>(o, xi);
-        gelu_detail::backward_v<F8>(di, xi, gi);
+        gelu_detail::backward_v<F8, false>(di, xi, gi);
+        gelu_detail::backward_v<F8, true>(ds, xi, gi);
         // the bytes, so that +0 and −0 (and NaN payloads) differ too
         wrong_f += std::memcmp(&o[0], &out[i], sizeof(float)) != 0;
         wrong_b += std::memcmp(&di[0], &din[i], sizeof(float)) != 0;
+        wrong_s += std::memcmp(&ds[0], &dset[i], sizeof(float)) != 0;
     }
     CHECK(wrong_f == 0);
     CHECK(wrong_b == 0);
+    CHECK(wrong_s == 0);  // GradWrite::set likewise
 #endif
 }
 
@@ -743,6 +752,63 @@ TEST_CASE("attention, O(T) form in float at long T (q and dout packed as the A o
             CHECK(e_d <= 3e-6);    // measured 8.8e-7 and 1.6e-6 (T = 1031), 6.8e-7 and 2.0e-6 (T = 1064)
         }
     }
+}
+
+// GradWrite::set (engine/common.h): an op that is a buffer's only writer sets it instead of adding to a zeroed one.
+// Set into a buffer of NaN must equal add into zeros element for element (== also takes −0 for +0, the one
+// difference allowed); a single NaN left means the op read the old contents.
+template <typename real>
+void check_set_equals_add_on_zeros(const char* what, const std::function<void(real*, GradWrite)>& run, size_t n) {
+    CAPTURE(what);
+    std::vector<real> added(n, real(0)), set(n, std::numeric_limits<real>::quiet_NaN());
+    run(added.data(), GradWrite::add);
+    run(set.data(), GradWrite::set);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) differ += !(set[i] == added[i]);
+    CHECK(differ == 0);
+    CHECK(max_abs_diff(vec(added.begin(), added.end()), vec(n, 0.0)) > 0);  // not a product of zeros
+}
+
+template <typename real>
+void set_mode_cases() {
+    Rng rng(901);
+    auto rnd = [&](size_t n) { vec v = randn(n, rng); return std::vector<real>(v.begin(), v.end()); };
+    // matmul's dinp = dout @ weight: N = 37 rows (ragged micro-tile rows on both ISAs), K = OC = 700 (two depth blocks)
+    {
+        const int N = 37, C = 45, OC = 700;
+        const std::vector<real> dout = rnd((size_t)N * OC), inp = rnd((size_t)N * C), w = rnd((size_t)OC * C);
+        check_set_equals_add_on_zeros<real>("matmul_backward dinp", [&](real* dinp, GradWrite g) {
+            matmul_backward<real>(dinp, nullptr, nullptr, dout.data(), inp.data(), w.data(), N, C, OC, g);
+        }, (size_t)N * C);
+    }
+    // the elementwise backwards: 16- and 8-lane bulk and a tail (n = 16·5 + 8 + 5)
+    {
+        const size_t n = 93;
+        const std::vector<real> x = rnd(n), dout = rnd(n);
+        check_set_equals_add_on_zeros<real>("gelu_backward", [&](real* d, GradWrite g) { gelu_backward<real>(d, x.data(), dout.data(), n, g); }, n);
+        check_set_equals_add_on_zeros<real>("relu_backward", [&](real* d, GradWrite g) { relu_backward<real>(d, x.data(), dout.data(), n, g); }, n);
+    }
+    // attention's dqkv, O(T) form: three key blocks (the last partial), with and without key starts, head sizes 4
+    // and 64, and at long T (q and dout packed as A)
+    const int B = 2;
+    const int ks[B] = {5, ATT_BLOCK + 3};
+    for (const auto& sh : {std::array<int, 3>{2 * ATT_BLOCK + 7, 12, 3}, {2 * ATT_BLOCK + 7, 128, 2},
+                           {(int)(ATT_LSE_A_INPLACE / 64) + 7, 64, 1}})
+        for (const int* kstart : {(const int*)nullptr, ks}) {
+            const int T = sh[0], C = sh[1], NH = sh[2];
+            CAPTURE(T); CAPTURE(C); CAPTURE(NH); CAPTURE(kstart != nullptr);
+            const std::vector<real> qkv = rnd((size_t)B * T * 3 * C), dout = rnd((size_t)B * T * C);
+            std::vector<real> out((size_t)B * T * C), lse((size_t)B * NH * T), sc(attention_lse_scratch_size(B, T, NH));
+            attention_forward_lse(out.data(), lse.data(), sc.data(), qkv.data(), B, T, C, NH, kstart);
+            check_set_equals_add_on_zeros<real>("attention_backward_lse", [&](real* d, GradWrite g) {
+                attention_backward_lse(d, sc.data(), dout.data(), out.data(), qkv.data(), lse.data(), B, T, C, NH, kstart, g);
+            }, qkv.size());
+        }
+}
+
+TEST_CASE("GradWrite::set: matmul, GELU, ReLU and O(T) attention backward set their gradient = add it into zeros, old contents unread (float, double)") {
+    set_mode_cases<float>();
+    set_mode_cases<double>();
 }
 
 TEST_CASE("crossentropy: gradient of logits (accumulating), masked rows, probabilities, huge logits") {

@@ -64,6 +64,12 @@ inline double now_seconds() {
     return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
 }
 
+// How a backward writes an activation gradient. add (the default, the engine's convention): += into a buffer the
+// caller zeroed, so several ops can contribute. set: = , for an op that is the buffer's only writer in the step, so
+// nobody zeroes it first (models/block.cpp's plain block in the shared layout). The same values either way
+// (0 + x = x; only a zero's sign may differ). Parameter gradients always accumulate.
+enum class GradWrite { add, set };
+
 }  // namespace icl
 
 // Internal invariant (a bug if it fires). Optional message: ICL_ASSERT(c) or ICL_ASSERT_MSG(c, "...").

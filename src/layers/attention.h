@@ -15,7 +15,8 @@
 // which recomputes att, takes the key starts again).
 //
 // GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes, parameter
-// and activation gradients alike; callers zero the gradient buffers once per step. Here: dqkv += ...
+// and activation gradients alike; callers zero the gradient buffers once per step. Here: dqkv += ... (the O(T)
+// backward, attention_backward_lse, can SET dqkv instead: GradWrite::set, engine/common.h).
 //
 // How it runs: one `omp parallel for` over the B·NH (batch, head) pairs; each pair does its products with
 // gemm() (matmul.h), which runs single-threaded inside the parallel region. q, k, v, out and dout are read
@@ -315,8 +316,10 @@ void attention_forward_lse(real* out,        // (B,T,C)
     }
 }
 
-// Backward of attention_forward_lse. ACCUMULATES into dqkv. Same scratch and kstart as the forward; out is the
-// forward's output (it gives each row's Σ_j P[i,j]·dP[i,j] = dout_i · out_i without a pass over the row).
+// Backward of attention_forward_lse. ACCUMULATES into dqkv; with write = set, SETS it (GradWrite: each key block's
+// products write their dv, dk rows once, and the first block's dq product covers every query row). Same scratch and
+// kstart as the forward; out is the forward's output (it gives each row's Σ_j P[i,j]·dP[i,j] = dout_i · out_i
+// without a pass over the row).
 template <typename real>
 void attention_backward_lse(real* dqkv,        // (B,T,3C)
                             real* scratch,     // attention_lse_scratch_size(B,T,NH) elements
@@ -325,10 +328,11 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                             const real* qkv,   // (B,T,3C)
                             const real* lse,   // (B,NH,T)
                             int B, int T, int C, int NH,
-                            const int* kstart = nullptr) {
+                            const int* kstart = nullptr, GradWrite write = GradWrite::add) {
     ICL_ASSERT(NH > 0 && C % NH == 0);
     const int hs = C / NH, C3 = 3 * C, JB = ATT_BLOCK;
     const real scale = real(1) / std::sqrt(real(hs));
+    const real beta_kv = write == GradWrite::set ? real(0) : real(1);  // dv, dk: one block writes each row
     const int nthreads = std::max(1, std::min(attention_max_threads(), B * NH));
 #pragma omp parallel num_threads(nthreads) if (attention_detail::use_threads((double)B * NH * T * T * hs))
     {
@@ -439,14 +443,16 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 }
                 // out = P @ v                =>   dv[j0:j1] += P[j0:T, j0:j1]ᵀ @ dout[j0:T]
                 // preatt = scale · q @ kᵀ   =>   dk[j0:j1] += scale · dSᵀ @ q[j0:T],   dq[j0:T] += scale · dS @ k[j0:j1]
+                // (set: dv, dk rows [j0,j1) written here only; dq's rows first written by block 0, which has them all)
+                const real beta_q = j0 == 0 ? beta_kv : real(1);
                 if constexpr (std::is_same_v<real, float>) {
-                    gemm_f32_packed_b(true, jb, hs, n, 1.0f, a, JB, dop, T, j0, 0, 1.0f, dv + (size_t)j0 * C3, C3);
-                    gemm_f32_packed_b(true, jb, hs, n, scale, da, JB, qp, T, j0, 0, 1.0f, dk + (size_t)j0 * C3, C3);
-                    gemm_f32_packed_b(false, n, hs, jb, scale, da, JB, kp, T, j0, 0, 1.0f, dq + (size_t)j0 * C3, C3);
+                    gemm_f32_packed_b(true, jb, hs, n, 1.0f, a, JB, dop, T, j0, 0, beta_kv, dv + (size_t)j0 * C3, C3);
+                    gemm_f32_packed_b(true, jb, hs, n, scale, da, JB, qp, T, j0, 0, beta_kv, dk + (size_t)j0 * C3, C3);
+                    gemm_f32_packed_b(false, n, hs, jb, scale, da, JB, kp, T, j0, 0, beta_q, dq + (size_t)j0 * C3, C3);
                 } else {
-                    gemm<real>(true, false, jb, hs, n, real(1), a, JB, dO + (size_t)j0 * C, C, real(1), dv + (size_t)j0 * C3, C3);
-                    gemm<real>(true, false, jb, hs, n, scale, da, JB, q + (size_t)j0 * C3, C3, real(1), dk + (size_t)j0 * C3, C3);
-                    gemm<real>(false, false, n, hs, jb, scale, da, JB, k + (size_t)j0 * C3, C3, real(1), dq + (size_t)j0 * C3, C3);
+                    gemm<real>(true, false, jb, hs, n, real(1), a, JB, dO + (size_t)j0 * C, C, beta_kv, dv + (size_t)j0 * C3, C3);
+                    gemm<real>(true, false, jb, hs, n, scale, da, JB, q + (size_t)j0 * C3, C3, beta_kv, dk + (size_t)j0 * C3, C3);
+                    gemm<real>(false, false, n, hs, jb, scale, da, JB, k + (size_t)j0 * C3, C3, beta_q, dq + (size_t)j0 * C3, C3);
                 }
             }
         }

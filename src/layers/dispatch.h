@@ -114,11 +114,21 @@ void matmul_forward(Device dev, real* out, const real* inp, const real* weight, 
     ON_GPU(matmul_forward(out, inp, weight, bias, N, C, OC));
     icl::matmul_forward(out, inp, weight, bias, N, C, OC);
 }
+// GradWrite::set on the GPU: its kernels only accumulate, so the buffer is zeroed first (the same values). Returns
+// the write mode the kernel then gets.
 template <typename real>
-void matmul_backward(Device dev, real* dinp, real* dweight, real* dbias, const real* dout, const real* inp, const real* weight, int N, int C, int OC) {
+GradWrite gpu_write(Device dev, GradWrite w, real* dinp, size_t n) {
+    if (dev == Device::cpu || w == GradWrite::add || !dinp) return w;
+    device_zero(dev, dinp, n * sizeof(real));
+    return GradWrite::add;
+}
+template <typename real>
+void matmul_backward(Device dev, real* dinp, real* dweight, real* dbias, const real* dout, const real* inp, const real* weight, int N, int C, int OC,
+                     GradWrite dinp_write = GradWrite::add) {
     OpTimer timer_("matmul bwd", dev);
+    dinp_write = gpu_write(dev, dinp_write, dinp, (size_t)N * C);
     ON_GPU(matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC));
-    icl::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    icl::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, dinp_write);
 }
 template <typename real>
 void layernorm_forward(Device dev, real* out, real* mean, real* rstd, const real* inp, const real* weight, const real* bias, int N, int C) {
@@ -140,10 +150,11 @@ void gelu_forward(Device dev, real* out, const real* inp, int64_t n) {
     icl::gelu_forward(out, inp, n);
 }
 template <typename real>
-void gelu_backward(Device dev, real* dinp, const real* inp, const real* dout, int64_t n) {
+void gelu_backward(Device dev, real* dinp, const real* inp, const real* dout, int64_t n, GradWrite write = GradWrite::add) {
     OpTimer timer_("gelu bwd", dev);
+    write = gpu_write(dev, write, dinp, (size_t)n);
     ON_GPU(gelu_backward(dinp, inp, dout, n));
-    icl::gelu_backward(dinp, inp, dout, n);
+    icl::gelu_backward(dinp, inp, dout, n, write);
 }
 // ReLU (the OPT-style auxiliary model of TinT, src/layers/relu.h).
 template <typename real>
@@ -153,10 +164,11 @@ void relu_forward(Device dev, real* out, const real* inp, int64_t n) {
     icl::relu_forward(out, inp, n);
 }
 template <typename real>
-void relu_backward(Device dev, real* dinp, const real* inp, const real* dout, int64_t n) {
+void relu_backward(Device dev, real* dinp, const real* inp, const real* dout, int64_t n, GradWrite write = GradWrite::add) {
     OpTimer timer_("relu bwd", dev);
+    write = gpu_write(dev, write, dinp, (size_t)n);
     ON_GPU(relu_backward(dinp, inp, dout, n));
-    icl::relu_backward(dinp, inp, dout, n);
+    icl::relu_backward(dinp, inp, dout, n, write);
 }
 template <typename real>
 void residual_forward(Device dev, real* out, const real* inp1, const real* inp2, int64_t n) {
@@ -193,10 +205,11 @@ void attention_forward_lse(Device dev, real* out, real* lse, real* scratch, cons
 }
 template <typename real>
 void attention_backward_lse(Device dev, real* dqkv, real* scratch, const real* dout, const real* out, const real* qkv, const real* lse, int B,
-                            int T, int C, int NH, const int* kstart = nullptr) {
+                            int T, int C, int NH, const int* kstart = nullptr, GradWrite write = GradWrite::add) {
     OpTimer timer_("attention bwd", dev);
+    write = gpu_write(dev, write, dqkv, (size_t)B * T * 3 * C);
     ON_GPU(attention_backward_lse(dqkv, dout, out, qkv, lse, B, T, C, NH, kstart));
-    icl::attention_backward_lse(dqkv, scratch, dout, out, qkv, lse, B, T, C, NH, kstart);
+    icl::attention_backward_lse(dqkv, scratch, dout, out, qkv, lse, B, T, C, NH, kstart, write);
 }
 template <typename real>
 void crossentropy_forward(Device dev, real* losses, real* probs, const real* logits, const int* targets, int N, int V) {

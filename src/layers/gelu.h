@@ -16,13 +16,15 @@
 // tests/test_layers.cpp checks the float path against the double one and the 16 lanes against the 8 bit for bit.
 //
 // GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes, parameter
-// and activation gradients alike; callers zero the gradient buffers once per step.
+// and activation gradients alike; callers zero the gradient buffers once per step. gelu_backward can SET dinp
+// instead (GradWrite::set, engine/common.h) when it is that buffer's only writer.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <type_traits>
 
+#include "engine/common.h"
 #include "layers/parallel.h"
 #include "layers/vmath.h"
 #if defined(__AVX2__) && defined(__FMA__)
@@ -61,8 +63,8 @@ inline void forward_v(float* out, const float* inp) {
     const typename F::V x = F::loadu(inp);
     F::storeu(out, F::mul(x, sigma2u<F>(x, nullptr)));
 }
-// dinp (F::L) += (σ + x · 2σ(1−σ) · du/dx) · dout
-template <class F>
+// dinp (F::L) += (σ + x · 2σ(1−σ) · du/dx) · dout        (SET: dinp = …)
+template <class F, bool SET>
 inline void backward_v(float* dinp, const float* inp, const float* dout) {
     using V = typename F::V;
     const V x = F::loadu(inp);
@@ -70,11 +72,12 @@ inline void backward_v(float* dinp, const float* inp, const float* dout) {
     const V sg = sigma2u<F>(x, &dudx);
     const V two_s_1ms = F::mul(F::add(sg, sg), F::sub(F::set1(1.0f), sg));
     const V local = F::fmadd(F::mul(x, two_s_1ms), dudx, sg);
-    F::storeu(dinp, F::fmadd(local, F::loadu(dout), F::loadu(dinp)));
+    if constexpr (SET) F::storeu(dinp, F::mul(local, F::loadu(dout)));
+    else F::storeu(dinp, F::fmadd(local, F::loadu(dout), F::loadu(dinp)));
 }
 
 // The tail [i, i1) of fewer than 8 elements through the same 8-wide kernel k(dst, a, b) on zero-padded copies
-// (dst's old values are copied in too: the backward accumulates), so every element gets the same arithmetic.
+// (dst's old values are copied in too, for the backward that accumulates), so every element gets the same arithmetic.
 template <typename K>
 inline void padded8(size_t i, size_t i1, float* dst, const float* a, const float* b, K k) {
     if (i >= i1) return;
@@ -82,6 +85,17 @@ inline void padded8(size_t i, size_t i1, float* dst, const float* a, const float
     for (size_t j = i; j < i1; j++) { d[j - i] = dst[j]; x[j - i] = a[j]; y[j - i] = b ? b[j] : 0.0f; }
     k(d, x, y);
     for (size_t j = i; j < i1; j++) dst[j] = d[j - i];
+}
+
+// The backward over [i0, i1): 16 lanes where built for AVX-512, then 8, then the tail through the 8-wide kernel.
+template <bool SET>
+inline void backward_run(float* dinp, const float* inp, const float* dout, size_t i0, size_t i1) {
+    size_t i = i0;
+#ifdef __AVX512F__
+    for (; i + 16 <= i1; i += 16) backward_v<F16, SET>(dinp + i, inp + i, dout + i);
+#endif
+    for (; i + 8 <= i1; i += 8) backward_v<F8, SET>(dinp + i, inp + i, dout + i);
+    padded8(i, i1, dinp, inp, dout, [](float* d, const float* x, const float* g) { backward_v<F8, SET>(d, x, g); });
 }
 #endif
 
@@ -118,19 +132,16 @@ void gelu_forward(real* out, const real* inp, size_t n) {
     });
 }
 
-// Backward of gelu_forward. ACCUMULATES: dinp (n) += gelu'(inp) ⊙ dout (n).
+// Backward of gelu_forward. ACCUMULATES: dinp (n) += gelu'(inp) ⊙ dout (n); with write = set, dinp = … (GradWrite).
 template <typename real>
-void gelu_backward(real* dinp, const real* inp, const real* dout, size_t n) {
+void gelu_backward(real* dinp, const real* inp, const real* dout, size_t n, GradWrite write = GradWrite::add) {
     using namespace gelu_detail;
+    const bool set = write == GradWrite::set;
     for_chunks(n, [&](size_t i0, size_t i1) {
 #ifdef ICL_GELU_AVX2
         if constexpr (std::is_same_v<real, float>) {
-            size_t i = i0;
-#ifdef __AVX512F__
-            for (; i + 16 <= i1; i += 16) backward_v<F16>(dinp + i, inp + i, dout + i);
-#endif
-            for (; i + 8 <= i1; i += 8) backward_v<F8>(dinp + i, inp + i, dout + i);
-            padded8(i, i1, dinp, inp, dout, [](float* d, const float* x, const float* g) { backward_v<F8>(d, x, g); });
+            if (set) backward_run<true>(dinp, inp, dout, i0, i1);
+            else backward_run<false>(dinp, inp, dout, i0, i1);
             return;
         }
 #endif
@@ -140,7 +151,8 @@ void gelu_backward(real* dinp, const real* inp, const real* dout, size_t n) {
             const real dudx = real(kS) * (real(1) + real(3 * kA) * x * x);
             const real sg = real(1) / (real(1) + std::exp(real(-2) * u));
             // out = x * σ(2u)   =>   d out/dx = σ + x · σ'(2u)·2·du/dx = σ + x · 2σ(1−σ) · du/dx
-            dinp[i] += (sg + x * real(2) * sg * (real(1) - sg) * dudx) * dout[i];
+            const real g = (sg + x * real(2) * sg * (real(1) - sg) * dudx) * dout[i];
+            dinp[i] = set ? g : dinp[i] + g;
         }
     });
 }

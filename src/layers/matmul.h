@@ -120,12 +120,14 @@ void matmul_forward(real* out, const real* inp, const real* weight, const real* 
     }
 }
 
-// Backward of  out = inp @ weightᵀ + bias.  ACCUMULATES into dinp, dweight, dbias (each may be nullptr).
+// Backward of  out = inp @ weightᵀ + bias.  ACCUMULATES into dinp, dweight, dbias (each may be nullptr); with
+// dinp_write = set, dinp is SET instead (engine/common.h: GradWrite).
 //   dout (N,OC), inp (N,C), weight (OC,C)  ->  dinp (N,C), dweight (OC,C), dbias (OC)
 template <typename real>
 void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp, const real* weight,
-                     int N, int C, int OC) {
-    if (dinp) gemm<real>(false, false, N, C, OC, real(1), dout, OC, weight, C, real(1), dinp, C);      // dinp += dout @ weight
+                     int N, int C, int OC, GradWrite dinp_write = GradWrite::add) {
+    const real beta = dinp_write == GradWrite::set ? real(0) : real(1);
+    if (dinp) gemm<real>(false, false, N, C, OC, real(1), dout, OC, weight, C, beta, dinp, C);         // dinp (+)= dout @ weight
     if (dweight) gemm<real>(true, false, OC, C, N, real(1), dout, OC, inp, C, real(1), dweight, C);   // dW += doutᵀ @ inp
     if (dbias) {
         // dbias[o] += Σ_n dout[n,o]: each thread owns a slice of columns and adds the rows in order n = 0..N-1

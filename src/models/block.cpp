@@ -1,6 +1,7 @@
 // block.cpp — the pre-LN block's activation table, forward and backward. See block.h.
 #include "models/block.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/common.h"
@@ -223,29 +224,39 @@ void block_backward(ModelState<real>& s, const std::string& h, const std::string
     auto G = [&](const std::string& n) { return s.grad(p + n); };
     ICL_ASSERT_MSG(!b.attention, "block_backward: the forward's attention was overridden (inference only)");
     const std::string u2 = mix_out(k, 2), u1 = mix_out(k, 1);
+    // The shared layout (b.shared_grads, share_block_gradients): this block's own gradients still hold the previous
+    // block's values. In a block whose own gradients each have one writer (block_sets_own_gradients) that writer
+    // SETS them; otherwise blocks_backward has zeroed them and every op adds.
+    const GradWrite first = b.shared_grads && block_sets_own_gradients(k) ? GradWrite::set : GradWrite::add;
+    // A residual's d(input) that is d(out)'s own buffer (the shared layout's residual stream) already holds it.
+    auto residual_backward = [&](real* dinp1, real* dinp2, const real* dout) {
+        if (dinp1 == dout) dinp1 = nullptr;
+        if (dinp2 == dout) dinp2 = nullptr;
+        if (dinp1 || dinp2) op::residual_backward(dev, dinp1, dinp2, dout, (int64_t)N * C);
+    };
     // res3 = res2 + fcproj
-    op::residual_backward(dev, D("res2"), D("fcproj"), D("res3"), (int64_t)N * C);
+    residual_backward(D("res2"), D("fcproj"), D("res3"));
     // fcproj = fch_gelu·W2ᵀ + b2
-    op::matmul_backward(dev, D("fch_gelu"), G("mlp.proj.w"), G("mlp.proj.b"), D("fcproj"), A("fch_gelu"), P("mlp.proj.w"), N, 4 * C, C);
+    op::matmul_backward(dev, D("fch_gelu"), G("mlp.proj.w"), G("mlp.proj.b"), D("fcproj"), A("fch_gelu"), P("mlp.proj.w"), N, 4 * C, C, first);
     // fch_gelu = GELU(fch)   (or ReLU(fch))
-    if (k.act == ActKind::relu) op::relu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C);
-    else op::gelu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C);
+    if (k.act == ActKind::relu) op::relu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C, first);
+    else op::gelu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C, first);
     // fch = mix(ln2)·W1ᵀ + b1
-    op::matmul_backward(dev, D(u2), G("mlp.fc.w"), G("mlp.fc.b"), D("fch"), A(u2), P("mlp.fc.w"), N, Cu, 4 * C);
+    op::matmul_backward(dev, D(u2), G("mlp.fc.w"), G("mlp.fc.b"), D("fch"), A(u2), P("mlp.fc.w"), N, Cu, 4 * C, first);
     mix_backward(s, h, p, 2, b);
     // ln2 = LN2(res2)
     op::layernorm_backward(dev, D("res2"), G("ln2.w"), G("ln2.b"), D("ln2"), A("res2"), P("ln2.w"), A("ln2.mean"), A("ln2.rstd"), N, C);
     // res2 = x + attproj
-    op::residual_backward(dev, dx, D("attproj"), D("res2"), (int64_t)N * C);
+    residual_backward(dx, D("attproj"), D("res2"));
     // attproj = atty·Woᵀ + bo
-    op::matmul_backward(dev, D("atty"), G("attn.proj.w"), G("attn.proj.b"), D("attproj"), A("atty"), P("attn.proj.w"), N, C, C);
+    op::matmul_backward(dev, D("atty"), G("attn.proj.w"), G("attn.proj.b"), D("attproj"), A("atty"), P("attn.proj.w"), N, C, C, first);
     if (k.attn == AttnKind::softmax && k.mod.attention_active()) {
         // atty = attention_mod(qkv)
         op::attention_mod_backward(dev, D("qkv"), b.scratch, D("atty"), A("qkv"), A("att"), k.mod.needs_sim_src() ? A(u1) : nullptr, k.mod,
                                    b.mod_seed, b.B, b.T, C, k.NH, Cu);
     } else if (k.attn == AttnKind::softmax) {
         // atty = attention(qkv)
-        op::attention_backward_lse(dev, D("qkv"), b.scratch, D("atty"), A("atty"), A("qkv"), A("lse"), b.B, b.T, C, k.NH, b.kstart);
+        op::attention_backward_lse(dev, D("qkv"), b.scratch, D("atty"), A("atty"), A("qkv"), A("lse"), b.B, b.T, C, k.NH, b.kstart, first);
     } else if (k.attn == AttnKind::linear) {
         // atty = linattn(qkv; b_KV)
         op::linear_attention_backward(dev, D("qkv"), b.bias ? G("attn.bkv") : (real*)nullptr, D("atty"), A("qkv"),
@@ -267,7 +278,7 @@ void block_backward(ModelState<real>& s, const std::string& h, const std::string
                                      P("attn.adk.A"), P("attn.adk.B"), k.mod.c, 1, N, Cu, C, k.mod.dh);
     }
     // qkv = mix(ln1)·Wqkvᵀ + bqkv
-    op::matmul_backward(dev, D(u1), G("attn.qkv.w"), G("attn.qkv.b"), D("qkv"), A(u1), P("attn.qkv.w"), N, Cu, 3 * C);
+    op::matmul_backward(dev, D(u1), G("attn.qkv.w"), G("attn.qkv.b"), D("qkv"), A(u1), P("attn.qkv.w"), N, Cu, 3 * C, first);
     mix_backward(s, h, p, 1, b);
     // ln1 = LN1(x)
     op::layernorm_backward(dev, dx, G("ln1.w"), G("ln1.b"), D("ln1"), x, P("ln1.w"), A("ln1.mean"), A("ln1.rstd"), N, C);
@@ -290,21 +301,28 @@ void blocks_backward(ModelState<real>& s, int L, const std::string& x0, const Bl
     for (int l = L - 1; l >= 0; l--) {
         const std::string h = "h." + std::to_string(l) + ".";
         const std::string in = l == 0 ? x0 : "h." + std::to_string(l - 1) + ".res3";
-        if (b.shared_grads && l < L - 1) {  // block l's views still hold block l+1's gradients (share_block_gradients)
+        // Block l's own views still hold block l+1's gradients (share_block_gradients): zeroed, unless the block sets
+        // each of them (block_backward). The residual stream's buffer is live: never zeroed here.
+        if (b.shared_grads && l < L - 1 && !block_sets_own_gradients(b.k)) {
+            const size_t stream = s.gtable.offset(x0);
             for (size_t i = 0; i < s.gtable.size(); i++) {
                 const std::string& n = s.gtable.specs[i].name;
-                if (n.compare(0, h.size(), h) == 0 && n != h + "res3")
+                if (n.compare(0, h.size(), h) == 0 && s.gtable.offsets[i] != stream)
                     device_zero(s.dev, s.dacts.ptr + s.gtable.offsets[i], (size_t)s.gtable.specs[i].numel() * sizeof(real));
             }
-            if (l > 0) device_zero(s.dev, s.dact(in), (size_t)s.gtable.spec(in).numel() * sizeof(real));  // held d(h.(l+1).res3)
         }
         // x = x + attn(LN1(x)) ;  x = x + mlp(LN2(x))
         block_backward(s, h, h, s.act(in), s.dact(in), b);
     }
 }
 
-TensorTable share_block_gradients(const TensorTable& grads, int L) {
+bool block_sets_own_gradients(const BlockShape& k) {
+    return k.attn == AttnKind::softmax && k.mix == MixKind::none && !k.mod.any();
+}
+
+TensorTable share_block_gradients(const TensorTable& grads, int L, const std::string& x0) {
     ICL_ASSERT(L >= 2);
+    static const char* const stream[] = {"res2", "attproj", "fcproj", "res3"};  // d of each is d(x0)'s buffer
     TensorTable out;
     for (const TensorSpec& t : grads.specs) {
         int l = -1;
@@ -317,8 +335,8 @@ TensorTable share_block_gradients(const TensorTable& grads, int L) {
             }
         }
         const std::string own = l < 0 ? "" : t.name.substr(rest);
-        if (l < 0 || l == 0 || (l == 1 && own == "res3")) out.add(t);   // outside the blocks; block 0; the second res3
-        else if (own == "res3") out.alias(t, "h." + std::to_string(l % 2) + ".res3");
+        if (l >= 0 && std::find(std::begin(stream), std::end(stream), own) != std::end(stream)) out.alias(t, x0);
+        else if (l <= 0) out.add(t);   // outside the blocks; block 0's own
         else out.alias(t, "h.0." + own);
     }
     return out;

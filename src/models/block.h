@@ -100,7 +100,7 @@ struct BlockRun {
     const real* ux2 = nullptr;
     real* dux1 = nullptr;
     real* dux2 = nullptr;
-    // blocks_backward: the activation gradients are laid out by share_block_gradients (zeroed block by block)
+    // blocks_backward: the activation gradients are laid out by share_block_gradients (set or zeroed block by block)
     bool shared_grads = false;
     // Inference only: replaces the softmax attention of every block, atty (B,T,C) from qkv (B,T,3C) of the block at
     // activation prefix h (ICLAA's hybrid attention, models/iclca/iclaa.h). block_backward refuses a run with it.
@@ -125,12 +125,18 @@ template <typename real>
 void blocks_backward(ModelState<real>& s, int L, const std::string& x0, const BlockRun<real>& b);
 
 // The activation-gradient table of a stack of L >= 2 blocks laid out in one block's memory instead of L. Backward
-// needs one block's gradients at a time: block l's own (h.l.ln1 … h.l.fcproj) are dead once its backward is done,
-// and its output's d(h.l.res3) once it has produced d(h.(l−1).res3). So every block's own gradients are views of
-// block 0's, and d(h.l.res3) one of two buffers by the parity of l (a block reads one and writes the other).
-// blocks_backward with b.shared_grads zeroes block l's views before running it (gradients accumulate). After the
-// backward, only block 0's own gradients, d(h.0.res3), d(h.1.res3) and the tensors outside the blocks hold that
-// step's values — so a dump or a device comparison asks for the full table (GPT::keep_all_activation_gradients).
-TensorTable share_block_gradients(const TensorTable& grads, int L);
+// needs one block's gradients at a time: block l's own (h.l.ln1 … h.l.fch_gelu) are dead once its backward is done.
+// So every block's own gradients are views of block 0's. The residual stream's — d(h.l.res3), d(h.l.res2),
+// d(h.l.attproj), d(h.l.fcproj) of every block — are all views of d(x0) (x0 the stack's input, e.g. "encoded", listed
+// before the blocks): x = a + b passes d(x) on unchanged to both, and block_backward reads each one (d(fcproj),
+// d(attproj) by the projections' backward) before anything adds to it (LN2's, LN1's backward), so one buffer carries
+// the stream from d(x_L) down to d(x0) and the residual backward has nothing to do. Block l's own views are set by
+// their first writer (block_sets_own_gradients) or zeroed by blocks_backward before it runs. After the backward,
+// only block 0's own gradients, d(x0) and the tensors outside the blocks hold that step's values — so a dump or a
+// device comparison asks for the full table (GPT::keep_all_activation_gradients).
+TensorTable share_block_gradients(const TensorTable& grads, int L, const std::string& x0);
+// Whether each of a block's own activation gradients has one writer in block_backward, which then SETS it in the
+// shared layout (GradWrite::set, so nothing zeroes them): softmax attention, no mix, no attention modifications.
+bool block_sets_own_gradients(const BlockShape& k);
 
 }  // namespace icl

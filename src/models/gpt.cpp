@@ -154,7 +154,7 @@ void GPT<real>::layout(int B_, int T_) {
     for (int l = 0; l < cfg.L; l++) block_activations(t, "h." + std::to_string(l) + ".", Bl, Tl, block_shape(cfg));
     lm_head_activations(t, "", Bl, Tl, head_.spec);
     // the blocks' activation gradients in one block's memory instead of L (models/block.h: share_block_gradients)
-    s.set_activations(std::move(t.acts), share ? share_block_gradients(t.grads, cfg.L) : std::move(t.grads));
+    s.set_activations(std::move(t.acts), share ? share_block_gradients(t.grads, cfg.L, "encoded") : std::move(t.grads));
     B = B_;  // only once the buffers exist: a refused allocation (check_host_memory) leaves the old shape in force
     T = T_;
     shared_dacts_ = share;

@@ -81,8 +81,9 @@ struct GPT {
     std::vector<int> sample(const std::vector<int>& prompt, int n, double temperature, Rng& rng, int v_limit = 0);
 
     // Activation gradients: by default (L >= 2) laid out in one block's memory (share_block_gradients, models/block.h):
-    // after backward only block 0's and the tensors outside the blocks hold that step's values. on = every block's
-    // own, as --dump-npy and the device comparison need; takes effect at the next forward.
+    // after backward only block 0's own (not the residual stream's, one buffer with d(encoded)) and the tensors outside
+    // the blocks hold that step's values. on = every block's own, as --dump-npy and the device comparison need; takes
+    // effect at the next forward.
     void keep_all_activation_gradients(bool on) { keep_all_dacts_ = on; }
 
     // Inference only: when set, every block's softmax attention is this function of (activation prefix "h.<l>.", qkv,
