@@ -186,7 +186,13 @@ void GPT<real>::backward() {
     if (overridden_ || attention_override) fail("backward(): the forward ran an attention override (inference only)");
     const Device dev = s.dev;
     const int C = cfg.C;
-    s.zero_grad();
+    if (shared_dacts_ && block_sets_own_gradients(block_shape(cfg))) {
+        // the blocks' own gradients are set by their writers (models/block.h): zero only the rest
+        const size_t stream = s.gtable.offset("encoded");
+        s.zero_grad([&](size_t i) { return s.gtable.specs[i].name.compare(0, 2, "h.") == 0 && s.gtable.offsets[i] != stream; });
+    } else {
+        s.zero_grad();
+    }
     // the loss, the head and LN_f, into d(x_L)
     head_.backward(s, blocks_output(cfg.L, "encoded"), in_);
     const BlockRun<real> run = block_run();

@@ -1,6 +1,7 @@
 // state.cpp — see state.h.
 #include "models/state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -87,6 +88,22 @@ template <typename real>
 void ModelState<real>::zero_grad() {
     if (!accumulate_grads) grads.zero();
     if (dacts.ptr) device_zero(dev, dacts.ptr, gtable.total * sizeof(real));
+}
+
+template <typename real>
+void ModelState<real>::zero_grad(const std::function<bool(size_t)>& set_by_writer) {
+    if (!accumulate_grads) grads.zero();
+    if (!dacts.ptr) return;
+    // the element ranges to zero, each buffer once (views share an offset), then runs of them one memset each
+    std::vector<std::pair<size_t, size_t>> r;
+    for (size_t i = 0; i < gtable.size(); i++)
+        if (!set_by_writer(i)) r.push_back({gtable.offsets[i], gtable.offsets[i] + (size_t)gtable.specs[i].numel()});
+    std::sort(r.begin(), r.end());
+    for (size_t i = 0; i < r.size();) {
+        size_t a = r[i].first, b = r[i].second;
+        for (i++; i < r.size() && r[i].first <= b; i++) b = std::max(b, r[i].second);
+        device_zero(dev, dacts.ptr + a, (b - a) * sizeof(real));
+    }
 }
 
 template <typename real>

@@ -59,6 +59,9 @@ struct ModelState {
 
     // --- training ---
     void zero_grad();                        // parameter grads (unless accumulate_grads) and activation grads
+    // The same, leaving the activation gradients `set_by_writer` names (gtable index) as they are: their first writer
+    // sets them (GradWrite::set). Every view of one buffer must get the same answer.
+    void zero_grad(const std::function<bool(size_t)>& set_by_writer);
     bool accumulate_grads = false;           // gradient accumulation: backward adds to the parameter grads
     double grad_norm();                      // global L2 norm of the parameter gradients
     // Clip to cfg.grad_clip, then one AdamW step at learning rate lr. Returns the norm before clipping.
