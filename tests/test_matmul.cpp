@@ -165,6 +165,30 @@ TEST_CASE("gemm: K == 0 and alpha == 0 scale C by beta (beta == 0 clears NaN)") 
     }
 }
 
+TEST_CASE("gemm_f32_bias = gemm_f32 then C[i,:] += bias, bit for bit: every transpose, ragged tiles, several K blocks, beta, threads") {
+    const int nt = max_threads();
+    struct S { int M, N, K; };
+    // ragged rows and columns (a half tile and edges), K over one and several KC blocks, K == 0; a GPT-like shape
+    for (const S& sh : {S{37, 45, 20}, S{13, 9, 900}, S{301, 517, 811}, S{5, 70, 0}, S{256, 384, 384}})
+        for (int t = 0; t < 4; t++)
+            for (float beta : {0.0f, 1.0f, -0.5f})
+                for (int threads : {1, 2, 3}) {
+                    CAPTURE(sh.M); CAPTURE(sh.N); CAPTURE(sh.K); CAPTURE(t); CAPTURE(beta); CAPTURE(threads);
+                    set_threads(threads);
+                    GemmProblem<float> p(t & 1, t & 2, sh.M, sh.N, sh.K, 1.0f, beta, 3, 40 + t);
+                    std::vector<float> bias((size_t)p.N);
+                    Rng rng(77);
+                    fill_uniform(bias.data(), bias.size(), rng, -1.0, 1.0);
+                    std::vector<float> want = p.run_fast(), got = p.C0;
+                    for (int i = 0; i < p.M; i++)
+                        for (int j = 0; j < p.N; j++) want[(size_t)i * p.ldc + j] += bias[j];
+                    gemm_f32_bias(p.ta, p.tb, p.M, p.N, p.K, p.alpha, p.A.data(), p.lda, p.B.data(), p.ldb, p.beta, got.data(), p.ldc,
+                                  bias.data());
+                    CHECK(bit_equal(want, got));  // the padding's sentinel included: nothing written outside (M,N)
+                }
+    set_threads(nt);
+}
+
 TEST_CASE("gemm is bit-identical run to run and for any thread count") {
     // 1, 2, 3 and 4 threads whatever OMP_NUM_THREADS says: on 2 threads the first problem splits rows and the second
     // (a weight gradient's shape, M = OC < N = C) columns, the split with less packing; 3 and 4 threads give other

@@ -253,10 +253,15 @@ using FV = F8;
 #endif
 static_assert(FV::L == VL, "a vector register holds VL floats");
 
-inline void store_vec(float* c, FV::V acc, FV::V valpha, FV::V vbeta, int beta_mode) {
-    if (beta_mode == BETA_ZERO) FV::storeu(c, FV::mul(valpha, acc));
-    else if (beta_mode == BETA_ONE) FV::storeu(c, FV::fmadd(valpha, acc, FV::loadu(c)));
-    else FV::storeu(c, FV::fmadd(valpha, acc, FV::mul(vbeta, FV::loadu(c))));
+// c = alpha·acc (+ beta·c), then with BIAS + bias: rounded after the product, as a separate pass over C would.
+template <bool BIAS>
+inline void store_vec(float* c, FV::V acc, FV::V valpha, FV::V vbeta, int beta_mode, const float* bias) {
+    FV::V t;
+    if (beta_mode == BETA_ZERO) t = FV::mul(valpha, acc);
+    else if (beta_mode == BETA_ONE) t = FV::fmadd(valpha, acc, FV::loadu(c));
+    else t = FV::fmadd(valpha, acc, FV::mul(vbeta, FV::loadu(c)));
+    if constexpr (BIAS) t = FV::add(t, FV::loadu(bias));
+    FV::storeu(c, t);
 }
 
 // A's element (row r, depth k) is at Ap[k·as + r] (a packed panel: as = MR; a transposed A read in place: as = lda)
@@ -274,9 +279,9 @@ constexpr int PF_A = 32, PF_B = 8;
 #else
 constexpr int PF_A = 0, PF_B = 0;
 #endif
-template <int NV, int R = MR, bool ROWS = false>
+template <int NV, int R = MR, bool ROWS = false, bool BIAS = false>
 void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const float* __restrict Bp, float* C, int ldc,
-                  float alpha, float beta, int beta_mode) {
+                  float alpha, float beta, int beta_mode, const float* bias) {
     static_assert(R >= 1 && R <= MR, "a tile has at most MR rows");
     FV::V c[R][NV];  // row r: columns v·VL … v·VL + VL − 1 in c[r][v]
 #pragma GCC unroll 12
@@ -306,13 +311,13 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const floa
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) store_vec(C + (size_t)r * ldc + v * VL, c[r][v], va, vb, beta_mode);
+        for (int v = 0; v < NV; v++) store_vec<BIAS>(C + (size_t)r * ldc + v * VL, c[r][v], va, vb, beta_mode, bias + v * VL);
 }
 #else
 // Portable micro-kernel: the same arithmetic in plain loops (the compiler vectorizes what it can), NV·VL columns.
-template <int NV, int R = MR, bool ROWS = false>
+template <int NV, int R = MR, bool ROWS = false, bool BIAS = false>
 void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const float* __restrict Bp, float* C, int ldc,
-                  float alpha, float beta, int beta_mode) {
+                  float alpha, float beta, int beta_mode, const float* bias) {
     constexpr int W = NV * VL;
     if (!ROWS) rs = 1;
     // One row of the tile at a time, so its W accumulators fit in registers even with 16 narrow SIMD registers.
@@ -344,9 +349,11 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const floa
     for (int r = 0; r < R; r++) {
         float* crow = C + (size_t)r * ldc;
         for (int c = 0; c < W; c++) {
-            if (beta_mode == BETA_ZERO) crow[c] = alpha * acc[r][c];
-            else if (beta_mode == BETA_ONE) crow[c] = alpha * acc[r][c] + crow[c];
-            else crow[c] = alpha * acc[r][c] + beta * crow[c];
+            float t;
+            if (beta_mode == BETA_ZERO) t = alpha * acc[r][c];
+            else if (beta_mode == BETA_ONE) t = alpha * acc[r][c] + crow[c];
+            else t = alpha * acc[r][c] + beta * crow[c];
+            crow[c] = BIAS ? t + bias[c] : t;
         }
     }
 }
@@ -358,35 +365,39 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const floa
 // Same arithmetic as a whole tile: each element's FMA chain over k does not depend on R.
 constexpr int MR3 = MR / 3;  // 4 (AVX-512) or 2 (AVX2 / portable)
 static_assert(MR % 3 == 0, "ragged row panels round up to thirds of MR");
-template <int NV, int R, bool ROWS>
+template <int NV, int R, bool ROWS, bool BIAS>
 void edge_rows(int kc, const float* Ap, int as, int rs, const float* Bp, float* C, int ldc, int mr, int nr, float alpha,
-               float beta, int beta_mode) {
+               float beta, int beta_mode, const float* bias) {
     constexpr int W = NV * VL;
     alignas(64) float tile[R * W] = {};  // (R, W)
+    alignas(64) float bt[W] = {};        // the bias of the valid columns
     if (beta_mode != BETA_ZERO)
         for (int r = 0; r < mr; r++)
             for (int c = 0; c < nr; c++) tile[r * W + c] = C[(size_t)r * ldc + c];
-    micro_kernel<NV, R, ROWS>(kc, Ap, as, rs, Bp, tile, W, alpha, beta, beta_mode);
+    if (BIAS) std::copy(bias, bias + nr, bt);
+    micro_kernel<NV, R, ROWS, BIAS>(kc, Ap, as, rs, Bp, tile, W, alpha, beta, beta_mode, bt);
     for (int r = 0; r < mr; r++)
         for (int c = 0; c < nr; c++) C[(size_t)r * ldc + c] = tile[r * W + c];
 }
-template <int NV, bool ROWS>
+template <int NV, bool ROWS, bool BIAS>
 void edge_kernel(int kc, const float* Ap, int as, int rs, const float* Bp, float* C, int ldc, int mr, int nr, float alpha,
-                 float beta, int beta_mode) {
-    if (mr <= MR3) edge_rows<NV, MR3, ROWS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
-    else if (mr <= 2 * MR3) edge_rows<NV, 2 * MR3, ROWS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
-    else edge_rows<NV, MR, ROWS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+                 float beta, int beta_mode, const float* bias) {
+    if (mr <= MR3) edge_rows<NV, MR3, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, bias);
+    else if (mr <= 2 * MR3) edge_rows<NV, 2 * MR3, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, bias);
+    else edge_rows<NV, MR, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, bias);
 }
 // One tile of C (mr ≤ MR rows, nr ≤ NR columns): the full micro-kernel, its half tile (nr ≤ VL), or their edges.
-template <bool ROWS>
+// BIAS: bias holds the tile's nr columns of a bias added to every row after the product (the last K block's tile).
+// A template argument, so that the products without one run the kernel they ran before, unchanged.
+template <bool ROWS, bool BIAS>
 void tile_kernel(int kc, const float* Ap, int as, int rs, const float* Bp, float* C, int ldc, int mr, int nr, float alpha,
-                 float beta, int beta_mode) {
+                 float beta, int beta_mode, const float* bias) {
     if (nr > VL) {  // the full tile
-        if (mr == MR && nr == NR) micro_kernel<2, MR, ROWS>(kc, Ap, as, rs, Bp, C, ldc, alpha, beta, beta_mode);
-        else edge_kernel<2, ROWS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+        if (mr == MR && nr == NR) micro_kernel<2, MR, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, alpha, beta, beta_mode, bias);
+        else edge_kernel<2, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, bias);
     } else {  // a last panel of at most VL columns: the half tile
-        if (mr == MR && nr == VL) micro_kernel<1, MR, ROWS>(kc, Ap, as, rs, Bp, C, ldc, alpha, beta, beta_mode);
-        else edge_kernel<1, ROWS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode);
+        if (mr == MR && nr == VL) micro_kernel<1, MR, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, alpha, beta, beta_mode, bias);
+        else edge_kernel<1, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, bias);
     }
 }
 
@@ -401,7 +412,7 @@ void tile_kernel(int kc, const float* Ap, int as, int rs, const float* Bp, float
 // (mr < MR, whose rounded-up tile would read past op(A)'s last row) is packed, once per block.
 void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, float alpha, const float* A, int lda,
                const float* Apk, int ka, bool a_in_place, const float* B, int ldb, const float* Bpk, int bk, float beta,
-               float* C, int ldc) {
+               float* C, int ldc, const float* bias) {
     if (m1 <= m0 || n1 <= n0) return;
     PackBuffers& buf = thread_buffers();
     const int kc_blk = balanced_block(K, KC_MAX, 1);
@@ -432,8 +443,15 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
                                              : A + (size_t)(ic + ir) * lda + pc;    // op(A)[i, k] = A[i·lda + k]
                     const bool in_place = a_in_place && ir != ragged;
                     float* Ct = C + (size_t)(ic + ir) * ldc + jc + jr;
-                    if (in_place && !transA) tile_kernel<true>(kc, Ap, 1, lda, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
-                    else tile_kernel<false>(kc, Ap, in_place ? lda : MR, 1, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode);
+                    if (bias && pc + kc == K) {  // after the last K block: + the bias of these columns
+                        const float* bt = bias + jc + jr;
+                        if (in_place && !transA) tile_kernel<true, true>(kc, Ap, 1, lda, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode, bt);
+                        else tile_kernel<false, true>(kc, Ap, in_place ? lda : MR, 1, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode, bt);
+                    } else if (in_place && !transA) {
+                        tile_kernel<true, false>(kc, Ap, 1, lda, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode, nullptr);
+                    } else {
+                        tile_kernel<false, false>(kc, Ap, in_place ? lda : MR, 1, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode, nullptr);
+                    }
                 };
                 if (A_PANEL_OUTER && !Bpk) {  // gemm_f32 on AVX-512: an A micro-panel stays in L1, the B panel streams past
                     for (int ir = 0; ir < mc; ir += MR)
@@ -447,12 +465,14 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
     }
 }
 
-// C[m0:m1, n0:n1] *= beta (beta == 0: set to zero without reading). Used when K == 0 or alpha == 0.
-void scale_rect(int m0, int m1, int n0, int n1, float beta, float* C, int ldc) {
+// C[m0:m1, n0:n1] *= beta (beta == 0: set to zero without reading), then += bias[n0:n1] in every row when given. Used
+// when K == 0 or alpha == 0.
+void scale_rect(int m0, int m1, int n0, int n1, float beta, float* C, int ldc, const float* bias) {
     for (int i = m0; i < m1; i++) {
         float* c = C + (size_t)i * ldc;
         if (beta == 0.0f) for (int j = n0; j < n1; j++) c[j] = 0.0f;
         else if (beta != 1.0f) for (int j = n0; j < n1; j++) c[j] *= beta;
+        if (bias) for (int j = n0; j < n1; j++) c[j] += bias[j];
     }
 }
 
@@ -498,7 +518,8 @@ namespace {
 // gemm_f32 and the packed entries: op(A) is A (Apk null) or its pack Apk (ka deep), op(B) is B (Bpk null) or its
 // pack Bpk (bk deep); a_in_place: A read where it is (gemm_rect).
 void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* Apk, int ka,
-              bool a_in_place, const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc) {
+              bool a_in_place, const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc,
+              const float* bias = nullptr) {
     const bool no_product = K == 0 || alpha == 0.0f;
 
     // Thread count: 1 inside an active parallel region; otherwise the OpenMP default, reduced for small
@@ -520,8 +541,8 @@ void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const 
         // Balanced split in whole micro-tiles: thread ti gets row units [ti*U/tm, (ti+1)*U/tm).
         int m0 = std::min(M, (int)((long)ti * row_units / tm) * MR), m1 = std::min(M, (int)((long)(ti + 1) * row_units / tm) * MR);
         int n0 = std::min(N, (int)((long)tj * col_units / tn) * NR), n1 = std::min(N, (int)((long)(tj + 1) * col_units / tn) * NR);
-        if (no_product) scale_rect(m0, m1, n0, n1, beta, C, ldc);
-        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, Apk, ka, a_in_place, B, ldb, Bpk, bk, beta, C, ldc);
+        if (no_product) scale_rect(m0, m1, n0, n1, beta, C, ldc, bias);
+        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, Apk, ka, a_in_place, B, ldb, Bpk, bk, beta, C, ldc, bias);
     };
 
     if (nt == 1) {
@@ -541,6 +562,11 @@ void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const 
 
 void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
               int ldb, float beta, float* C, int ldc) {
+    gemm_f32_bias(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
+}
+
+void gemm_f32_bias(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                   int ldb, float beta, float* C, int ldc, const float* bias) {
     ICL_ASSERT(M >= 0 && N >= 0 && K >= 0);
     if (M == 0 || N == 0) return;
     ICL_ASSERT(ldc >= N);
@@ -548,7 +574,7 @@ void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const 
         ICL_ASSERT_MSG(lda >= (transA ? M : K), strfmt("gemm: lda=%d too small", lda));
         ICL_ASSERT_MSG(ldb >= (transB ? K : N), strfmt("gemm: ldb=%d too small", ldb));
     }
-    gemm_run(transA, transB, M, N, K, alpha, A, lda, nullptr, 0, false, B, ldb, nullptr, 0, beta, C, ldc);
+    gemm_run(transA, transB, M, N, K, alpha, A, lda, nullptr, 0, false, B, ldb, nullptr, 0, beta, C, ldc, bias);
 }
 
 // ---------------------------------------------------------------------------------------------------------

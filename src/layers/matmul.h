@@ -22,6 +22,10 @@ namespace icl {
 const char* gemm_isa();
 void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
               int ldb, float beta, float* C, int ldc);
+// The same, then C[i, :] += bias (N) in every row, in the micro-kernel's store after the last K block instead of a
+// pass over C afterwards: each element rounded as (alpha·op(A)·op(B) + beta·C) + bias[j] would be, so the same bits.
+void gemm_f32_bias(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                   int ldb, float beta, float* C, int ldc, const float* bias);
 // The tm × tn grid of rectangles (tm·tn = nt) gemm_f32 gives its nt threads for a C of M × N (the least work per
 // thread, packing included; gemm.cpp). Exposed for `bench gemm` and the tests.
 void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn);
@@ -108,8 +112,14 @@ void gemm(bool transA, bool transB, int M, int N, int K, real alpha, const real*
 }
 
 // out (N,OC) = inp (N,C) @ weight(OC,C)ᵀ + bias (OC)          bias may be nullptr.  out is SET.
+// float: the bias is added in the GEMM's store (gemm_f32_bias), the same bits as the loop below, one pass over out
+// fewer.
 template <typename real>
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
+    if constexpr (std::is_same_v<real, float>) {
+        gemm_f32_bias(false, true, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, bias);  // out = inp @ weightᵀ + bias
+        return;
+    }
     gemm<real>(false, true, N, OC, C, real(1), inp, C, weight, C, real(0), out, OC);  // out = inp @ weightᵀ
     if (!bias) return;
 #pragma omp parallel for schedule(static) if (par::use_threads((double)N * OC))
