@@ -268,6 +268,50 @@ TEST_CASE("cuda kernels: matmul (cuBLAS, TF32 off) forward and backward" * GPU_C
     check_close("matmul_backward dweight only", dw2, down(gdw2, dw2.size()));
 }
 
+TEST_CASE("cuda kernels: GradWrite::set (matmul dinp, GELU, ReLU, O(T) attention dqkv) overwrites a NaN-filled gradient with the CPU's value" * GPU_CASE) {
+    REQUIRE_GPU();
+    set_tf32(false);
+    Rng r(909);
+    {
+        const int N = 37, C = 45, OC = 29;
+        const Vec inp = rnd((size_t)N * C, r), w = rnd((size_t)OC * C, r), dout = rnd((size_t)N * OC, r);
+        auto ginp = up(inp), gw = up(w), gdout = up(dout);
+        Vec dinp(inp.size(), NAN);
+        icl::matmul_backward<double>(dinp.data(), nullptr, nullptr, dout.data(), inp.data(), w.data(), N, C, OC, GradWrite::set);
+        auto gdinp = poisoned(dinp.size());
+        op::matmul_backward<float>(GPU, gdinp.ptr, nullptr, nullptr, gdout.ptr, ginp.ptr, gw.ptr, N, C, OC, GradWrite::set);
+        check_close("matmul_backward dinp (set)", dinp, down(gdinp, dinp.size()));
+    }
+    {
+        const int64_t n = 3001;
+        const Vec x = rnd(n, r, -4, 4), dout = rnd(n, r);
+        auto gx = up(x), gdout = up(dout);
+        Vec dg(n, NAN), dr(n, NAN);
+        icl::gelu_backward(dg.data(), x.data(), dout.data(), (size_t)n, GradWrite::set);
+        icl::relu_backward(dr.data(), x.data(), dout.data(), (size_t)n, GradWrite::set);
+        auto gdg = poisoned(n), gdr = poisoned(n);
+        op::gelu_backward<float>(GPU, gdg.ptr, gx.ptr, gdout.ptr, n, GradWrite::set);
+        op::relu_backward<float>(GPU, gdr.ptr, gx.ptr, gdout.ptr, n, GradWrite::set);
+        check_close("gelu_backward (set)", dg, down(gdg, n));
+        check_close("relu_backward (set)", dr, down(gdr, n));
+    }
+    {
+        const int B = 2, T = 70, C = 48, NH = 3;
+        const Vec qkv = rnd((size_t)B * T * 3 * C, r, -1.5, 1.5), dout = rnd((size_t)B * T * C, r);
+        Vec out((size_t)B * T * C), lse((size_t)B * NH * T), scratch(attention_lse_scratch_size(B, T, NH));
+        icl::attention_forward_lse(out.data(), lse.data(), scratch.data(), qkv.data(), B, T, C, NH);
+        const Vec lse32 = f32(lse), out32 = f32(out);
+        Vec dqkv(qkv.size(), NAN);
+        icl::attention_backward_lse(dqkv.data(), scratch.data(), dout.data(), out32.data(), qkv.data(), lse32.data(), B, T, C, NH,
+                                    nullptr, GradWrite::set);
+        auto gqkv = up(qkv), gdout = up(dout), gout = up(out32), glse = up(lse32);
+        auto gdqkv = poisoned(dqkv.size());
+        op::attention_backward_lse<float>(GPU, gdqkv.ptr, nullptr, gdout.ptr, gout.ptr, gqkv.ptr, glse.ptr, B, T, C, NH, nullptr,
+                                          GradWrite::set);
+        check_close("attention_backward_lse dqkv (set)", dqkv, down(gdqkv, dqkv.size()));
+    }
+}
+
 TEST_CASE("cuda kernels: layernorm forward and backward" * GPU_CASE) {
     REQUIRE_GPU();
     const int N = 37, C = 77;

@@ -165,17 +165,18 @@ TEST_CASE("gemm: K == 0 and alpha == 0 scale C by beta (beta == 0 clears NaN)") 
     }
 }
 
-TEST_CASE("gemm_f32_bias = gemm_f32 then C[i,:] += bias, bit for bit: every transpose, ragged tiles, several K blocks, beta, threads") {
+TEST_CASE("gemm_f32_bias = gemm_f32 then C[i,:] += bias, bit for bit: every transpose, ragged tiles, several K blocks, alpha, beta, threads") {
     const int nt = max_threads();
     struct S { int M, N, K; };
     // ragged rows and columns (a half tile and edges), K over one and several KC blocks, K == 0; a GPT-like shape
     for (const S& sh : {S{37, 45, 20}, S{13, 9, 900}, S{301, 517, 811}, S{5, 70, 0}, S{256, 384, 384}})
         for (int t = 0; t < 4; t++)
             for (float beta : {0.0f, 1.0f, -0.5f})
+                for (float alpha : {1.0f, -0.75f, 0.0f})
                 for (int threads : {1, 2, 3}) {
-                    CAPTURE(sh.M); CAPTURE(sh.N); CAPTURE(sh.K); CAPTURE(t); CAPTURE(beta); CAPTURE(threads);
+                    CAPTURE(sh.M); CAPTURE(sh.N); CAPTURE(sh.K); CAPTURE(t); CAPTURE(beta); CAPTURE(alpha); CAPTURE(threads);
                     set_threads(threads);
-                    GemmProblem<float> p(t & 1, t & 2, sh.M, sh.N, sh.K, 1.0f, beta, 3, 40 + t);
+                    GemmProblem<float> p(t & 1, t & 2, sh.M, sh.N, sh.K, alpha, beta, 3, 40 + t);
                     std::vector<float> bias((size_t)p.N);
                     Rng rng(77);
                     fill_uniform(bias.data(), bias.size(), rng, -1.0, 1.0);

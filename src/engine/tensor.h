@@ -67,7 +67,7 @@ struct TensorTable {
         return pos;
     }
     // Append a tensor that shares the memory of an earlier one (`same_as`, at least as large): a view, not a copy.
-    // For buffers whose tensors are never alive together (models/block.h: share_block_gradients).
+    // For buffers whose tensors are never alive together, or always equal (models/block.h: share_block_gradients).
     size_t alias(TensorSpec spec, const std::string& same_as) {
         if (index.count(spec.name)) fail("tensor '" + spec.name + "' listed twice");
         const size_t target = find(same_as);

@@ -31,7 +31,8 @@
 //                   dP[t,i] += −β dO_t·m_i(t)    → dS = P ⊙ (dP − rowsum(P ⊙ dP)) → dq += dS k/√hs, dk += dSᵀ q/√hs
 //                   dv_j    += −β P[t,i]/|N_t(i)| dO_t   for j ∈ N_t(i)
 //                 the neighbour sets are recomputed in backward (deterministic; nothing T×T×k is stored).
-// GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes.
+// GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes (here always;
+// a few other ops can SET: GradWrite, engine/common.h).
 //
 // Cost: regularized O(T·hs); negative/all O(T²·hs); negative/lowsim and random O(T²·(k + hs_sim)) with the
 // sets rebuilt per key token i (per (b,h); one thread per (b,h) pair like attention.h). Every output element

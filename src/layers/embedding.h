@@ -13,7 +13,8 @@
 // lower bound 0 is checked); pass them whenever you have them.
 //
 // GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes, parameter
-// and activation gradients alike; callers zero the gradient buffers once per step.
+// and activation gradients alike; callers zero the gradient buffers once per step (a few can SET instead, where
+// the caller says so: GradWrite, engine/common.h).
 //
 // Threads: forward splits the B*T rows. Backward is a scatter-add (many rows may hit the same wte/wpe row), so
 // instead of atomics it splits the CHANNELS: each thread owns the columns [c0,c1) of dwte and dwpe and walks

@@ -311,7 +311,7 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const floa
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) store_vec<BIAS>(C + (size_t)r * ldc + v * VL, c[r][v], va, vb, beta_mode, bias + v * VL);
+        for (int v = 0; v < NV; v++) store_vec<BIAS>(C + (size_t)r * ldc + v * VL, c[r][v], va, vb, beta_mode, BIAS ? bias + v * VL : nullptr);
 }
 #else
 // Portable micro-kernel: the same arithmetic in plain loops (the compiler vectorizes what it can), NV·VL columns.
@@ -370,12 +370,15 @@ void edge_rows(int kc, const float* Ap, int as, int rs, const float* Bp, float* 
                float beta, int beta_mode, const float* bias) {
     constexpr int W = NV * VL;
     alignas(64) float tile[R * W] = {};  // (R, W)
-    alignas(64) float bt[W] = {};        // the bias of the valid columns
+    alignas(64) float bt[BIAS ? W : 1];  // with BIAS: the bias of the valid columns, zero-padded
     if (beta_mode != BETA_ZERO)
         for (int r = 0; r < mr; r++)
             for (int c = 0; c < nr; c++) tile[r * W + c] = C[(size_t)r * ldc + c];
-    if (BIAS) std::copy(bias, bias + nr, bt);
-    micro_kernel<NV, R, ROWS, BIAS>(kc, Ap, as, rs, Bp, tile, W, alpha, beta, beta_mode, bt);
+    if constexpr (BIAS) {
+        std::fill(bt, bt + W, 0.0f);
+        std::copy(bias, bias + nr, bt);
+    }
+    micro_kernel<NV, R, ROWS, BIAS>(kc, Ap, as, rs, Bp, tile, W, alpha, beta, beta_mode, BIAS ? bt : nullptr);
     for (int r = 0; r < mr; r++)
         for (int c = 0; c < nr; c++) C[(size_t)r * ldc + c] = tile[r * W + c];
 }

@@ -6,7 +6,8 @@
 // Forward saves mean and rstd per row (that, plus the input, is all backward needs).
 //
 // GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes, parameter
-// and activation gradients alike; callers zero the gradient buffers once per step.
+// and activation gradients alike; callers zero the gradient buffers once per step (a few can SET instead, where
+// the caller says so: GradWrite, engine/common.h).
 //
 // Threads: the per-row work (forward, dinp) splits the N rows. dweight/dbias are sums over the N rows; rather
 // than per-thread partial sums (whose combination order would depend on the thread count) each thread owns a

@@ -11,7 +11,8 @@
 // backward leaves its gradient untouched whatever dlosses[n] says.
 //
 // GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes, parameter
-// and activation gradients alike; callers zero the gradient buffers once per step.
+// and activation gradients alike; callers zero the gradient buffers once per step (a few can SET instead, where
+// the caller says so: GradWrite, engine/common.h).
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,10 @@
 // residual.h — the residual connection: out = inp1 + inp2, elementwise over n values.
 //
 // GRADIENT CONVENTION (whole engine): every backward ACCUMULATES (+=) into every gradient it writes, parameter
-// and activation gradients alike; callers zero the gradient buffers once per step. For a residual stream that
-// is exactly what is wanted: the skip branch and the block branch both add their share into the same buffer.
+// and activation gradients alike; callers zero the gradient buffers once per step (a few can SET instead, where
+// the caller says so: GradWrite, engine/common.h). For a residual stream that is exactly what is wanted: the skip
+// branch and the block branch both add their share into the same buffer. (The GPT's shared layout makes d(out) and
+// d(inp) one buffer instead, and calls nothing: models/block.h.)
 #pragma once
 #include "layers/parallel.h"
 #include <cstddef>

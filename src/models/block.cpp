@@ -317,7 +317,8 @@ void blocks_backward(ModelState<real>& s, int L, const std::string& x0, const Bl
 }
 
 bool block_sets_own_gradients(const BlockShape& k) {
-    return k.attn == AttnKind::softmax && k.mix == MixKind::none && !k.mod.any();
+    // (adapters declared with c = 0 keep their gradient tensors, which then have no writer: not plain either)
+    return k.attn == AttnKind::softmax && k.mix == MixKind::none && !k.mod.any() && !k.mod.g1 && !k.mod.g2;
 }
 
 TensorTable share_block_gradients(const TensorTable& grads, int L, const std::string& x0) {

@@ -128,15 +128,16 @@ void blocks_backward(ModelState<real>& s, int L, const std::string& x0, const Bl
 // needs one block's gradients at a time: block l's own (h.l.ln1 … h.l.fch_gelu) are dead once its backward is done.
 // So every block's own gradients are views of block 0's. The residual stream's — d(h.l.res3), d(h.l.res2),
 // d(h.l.attproj), d(h.l.fcproj) of every block — are all views of d(x0) (x0 the stack's input, e.g. "encoded", listed
-// before the blocks): x = a + b passes d(x) on unchanged to both, and block_backward reads each one (d(fcproj),
-// d(attproj) by the projections' backward) before anything adds to it (LN2's, LN1's backward), so one buffer carries
-// the stream from d(x_L) down to d(x0) and the residual backward has nothing to do. Block l's own views are set by
+// before the blocks): x = a + b passes d(x) on unchanged to both, and block_backward reads d(fcproj) once d(res3) is
+// complete and before LN2's backward adds to the buffer, and d(attproj) once d(res2) is complete (after LN2's) and
+// before LN1's; so one buffer carries the stream from d(x_L) down to d(x0) and the residual backward has nothing to do. Block l's own views are set by
 // their first writer (block_sets_own_gradients) or zeroed by blocks_backward before it runs. After the backward,
 // only block 0's own gradients, d(x0) and the tensors outside the blocks hold that step's values — so a dump or a
 // device comparison asks for the full table (GPT::keep_all_activation_gradients).
 TensorTable share_block_gradients(const TensorTable& grads, int L, const std::string& x0);
 // Whether each of a block's own activation gradients has one writer in block_backward, which then SETS it in the
-// shared layout (GradWrite::set, so nothing zeroes them): softmax attention, no mix, no attention modifications.
+// shared layout (GradWrite::set, so nothing zeroes them): softmax attention, no mix, no attention modifications (no
+// adapter declared either).
 bool block_sets_own_gradients(const BlockShape& k);
 
 }  // namespace icl

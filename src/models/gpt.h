@@ -71,8 +71,8 @@ struct GPT {
     // Data-parallel training (models/trainer.h, engine/comm.h): a micro-batch another rank runs moves this model's
     // random state as its forward would (the random-neighbour draw count), so every rank stays in step.
     void skip_forward(const Batch&) { forwards_++; }
-    // Backward pass of the last forward. Zeroes grads first, then fills every parameter and activation gradient
-    // (the activation gradients of blocks 1..L−1 only with keep_all_activation_gradients(true), below).
+    // Backward pass of the last forward. Zeroes what it adds to first, then fills every parameter and activation
+    // gradient (each block's own ones only with keep_all_activation_gradients(true), below).
     void backward();
     // Inference-only logits (B,T,V) or predictions (B,T,d_out) of the last forward, on the host.
     std::vector<real> outputs();
