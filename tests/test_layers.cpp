@@ -405,6 +405,36 @@ TEST_CASE("vmath::exp_shifted_grad = exp_shifted_sum then d[j] = p[j]·(d[j] −
     CHECK(dd[1] == pd[1] * (-2.0 - 0.125));
 }
 
+TEST_CASE("vmath::max_of = the scalar loop m = m < x[j] ? x[j] : m, byte for byte, n = 1..70, infinities and NaN") {
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> U(-40.0f, 40.0f);
+    auto scalar = [](const float* x, int n) {
+        float m = x[0];
+        for (int j = 1; j < n; j++) m = m < x[j] ? x[j] : m;
+        return m;
+    };
+    int wrong = 0, cases = 0;
+    for (int n = 1; n <= 70; n++)
+        for (int kind = 0; kind < 6; kind++) {
+            std::vector<float> x(n);
+            for (auto& v : x) v = U(rng);
+            // the maximum in every position (first, inside a 16- or 8-lane vector, the masked tail, last), ±inf, a
+            // NaN past the first element (passed over) and at the first (the result), all −inf
+            if (kind == 1) x[n - 1] = 1000.0f;
+            if (kind == 2) x[(n * 5) / 7] = INFINITY;
+            if (kind == 3 && n > 1) { x[n / 2] = NAN; x[0] = -INFINITY; }
+            if (kind == 4) x[0] = NAN;
+            if (kind == 5) std::fill(x.begin(), x.end(), -INFINITY);
+            const float want = scalar(x.data(), n), got = vmath::max_of(x.data(), n);
+            wrong += std::memcmp(&got, &want, sizeof(float)) != 0;
+            cases++;
+        }
+    CHECK(cases == 420);
+    CHECK(wrong == 0);
+    const vec xd = {-1.0, 3.5, 2.0, NAN, -7.0};  // double: the scalar loop
+    CHECK(vmath::max_of(xd.data(), 5) == 3.5);
+}
+
 TEST_CASE("vmath::exp16 (AVX-512) = exp8 (AVX2) lane for lane, edge values included" * doctest::skip(!kBuiltWithAvx512)) {
 #if defined(ICL_VMATH_AVX2) && defined(__AVX512F__)
     std::vector<float> x(16 * 40);

@@ -141,9 +141,7 @@ void forward_pair(real* o,        // (T,hs), row stride C
         for (int i = i0; i < i1; i++) {
             real* row = a + (size_t)(i - i0) * ldp;
             const int lo = first_key(kstart, b, i);
-            real maxv = row[lo];
-#pragma omp simd reduction(max : maxv)
-            for (int j = lo; j <= i; j++) maxv = std::max(maxv, row[j]);
+            const real maxv = vmath::max_of(row + lo, i + 1 - lo);
             const real sum = vmath::exp_shifted_sum(row + lo, i + 1 - lo, maxv);  // row[j] = exp(row[j] − maxv)
             const real inv = real(1) / sum;
 #pragma omp simd

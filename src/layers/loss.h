@@ -43,9 +43,7 @@ void crossentropy_forward(real* losses,        // (N)
         real* p = probs + (size_t)n * V;         // (V)
         const int t = targets[n];
         ICL_ASSERT(t < V);
-        real maxv = z[0];
-#pragma omp simd reduction(max : maxv)
-        for (int v = 0; v < V; v++) maxv = std::max(maxv, z[v]);
+        const real maxv = vmath::max_of(z, V);
         std::copy(z, z + V, p);
         const real sum = vmath::exp_shifted_sum(p, V, maxv);  // p[v] = exp(z[v] - maxv)
         const real inv = real(1) / sum;

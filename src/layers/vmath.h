@@ -1,8 +1,8 @@
 // vmath.h — vectorized e^x for the float paths of the layers: exp8 (AVX2 + FMA, 8 lanes), exp16 (its AVX-512 twin,
 // tested lane for lane identical), exp_shifted_sum, the softmax exponential, and exp_shifted_grad, the O(T) attention
-// backward's row (the same exponentials with the softmax gradient in the same pass). Used by GELU (gelu.h), the
-// softmaxes (attention.h, loss.h, kv_attention.h) and kernel attention's φ (kernel_attention.h). Without AVX2 the
-// scalar std::exp serves.
+// backward's row (the same exponentials with the softmax gradient in the same pass); and max_of, the softmax's row
+// maximum. Used by GELU (gelu.h), the softmaxes (attention.h, loss.h, kv_attention.h) and kernel attention's φ
+// (kernel_attention.h). Without AVX2 the scalar std::exp and loop serve.
 #pragma once
 #include <cmath>
 #include <type_traits>
@@ -98,6 +98,46 @@ inline __m256 expv(__m256 x) { return exp8(x); }
 inline __m512 expv(__m512 x) { return exp16(x); }
 #endif
 #endif
+
+// max_j x[j] over j < n (n >= 1): the softmax's shift. The same value as the scalar loop
+//   m = x[0];  for j in 1..n-1:  m = m < x[j] ? x[j] : m          (std::max(m, x[j]))
+// float with AVX2: 8 (AVX-512: 16) running maxima started from x[0], then the lanes in order by that rule. A max is
+// exact, so only the order of the comparisons differs — a NaN x[j] is passed over as the scalar loop passes over it
+// (vmaxps returns its second operand, the running maximum, when either is NaN) unless x[0] is NaN (then NaN), and of
+// several zeros that are the maximum the sign may differ, which no e^(x − m) notices. The scalar loop, whose
+// `omp simd reduction(max)` GCC 12 left scalar (vmaxss after vmaxss, a 4-cycle chain), was ~25% of the O(T)
+// attention forward at T = 256 on an Intel Emerald Rapids (perf; docs/benchmarks.md 2026-12-07, morning).
+template <typename real>
+real max_of(const real* x, int n) {
+    real m = x[0];
+#ifdef ICL_VMATH_AVX2
+    if constexpr (std::is_same_v<real, float>) {
+        __m256 acc = _mm256_set1_ps(m);
+        int j = 1;
+#ifdef __AVX512F__
+        if (n >= 17) {
+            __m512 acc16 = _mm512_set1_ps(m);
+            for (; j + 16 <= n; j += 16) acc16 = _mm512_max_ps(_mm512_loadu_ps(x + j), acc16);
+            acc = _mm256_max_ps(_mm512_castps512_ps256(acc16), acc);
+            acc = _mm256_max_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc16), 1)), acc);
+        }
+#endif
+        for (; j + 8 <= n; j += 8) acc = _mm256_max_ps(_mm256_loadu_ps(x + j), acc);
+        if (j < n) {  // the tail: lanes past n hold x[0], which changes no maximum
+            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), lane);
+            const __m256 t = _mm256_blendv_ps(_mm256_set1_ps(m), _mm256_maskload_ps(x + j, mask), _mm256_castsi256_ps(mask));
+            acc = _mm256_max_ps(t, acc);
+        }
+        alignas(32) float l[8];
+        _mm256_store_ps(l, acc);
+        for (int i = 0; i < 8; i++) m = m < l[i] ? l[i] : m;
+        return m;
+    }
+#endif
+    for (int j = 1; j < n; j++) m = m < x[j] ? x[j] : m;
+    return m;
+}
 
 // x[j] = e^(x[j] − shift) for j < n; returns Σ_j x[j]. The softmax kernel. float with AVX2: 8 lanes at a
 // time (the tail through masked loads/stores), lane sums added in a fixed order; with AVX-512 the exponentials 16
