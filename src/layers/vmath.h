@@ -105,8 +105,9 @@ inline __m512 expv(__m512 x) { return exp16(x); }
 // exact, so only the order of the comparisons differs — a NaN x[j] is passed over as the scalar loop passes over it
 // (vmaxps returns its second operand, the running maximum, when either is NaN) unless x[0] is NaN (then NaN), and of
 // several zeros that are the maximum the sign may differ, which no e^(x − m) notices. The scalar loop, whose
-// `omp simd reduction(max)` GCC 12 left scalar (vmaxss after vmaxss, a 4-cycle chain), was ~25% of the O(T)
-// attention forward at T = 256 on an Intel Emerald Rapids (perf; docs/benchmarks.md 2026-12-07, morning).
+// `omp simd reduction(max)` GCC 12 left scalar (vmaxss after vmaxss, a 4-cycle chain), held ~28% of the O(T)
+// attention forward's perf samples at T = 256 on an Intel Emerald Rapids; with max_of the forward takes 0.62 of its
+// time there (docs/benchmarks.md 2026-12-07, morning).
 template <typename real>
 real max_of(const real* x, int n) {
     real m = x[0];
