@@ -190,6 +190,106 @@ TEST_CASE("gemm_f32_bias = gemm_f32 then C[i,:] += bias, bit for bit: every tran
     set_threads(nt);
 }
 
+TEST_CASE("gemm_f32_gelu_grad = gemm_f32 then gelu_backward (set) on C, bit for bit: every transpose, ragged tiles, several K blocks, alpha, beta, threads") {
+    const int nt = max_threads();
+    struct S { int M, N, K; };
+    for (const S& sh : {S{37, 45, 20}, S{13, 9, 900}, S{301, 517, 811}, S{5, 70, 0}, S{256, 384, 384}})
+        for (int t = 0; t < 4; t++)
+            for (float beta : {0.0f, 1.0f, -0.5f})
+                for (float alpha : {1.0f, -0.75f, 0.0f})
+                for (int threads : {1, 2, 3}) {
+                    CAPTURE(sh.M); CAPTURE(sh.N); CAPTURE(sh.K); CAPTURE(t); CAPTURE(beta); CAPTURE(alpha); CAPTURE(threads);
+                    set_threads(threads);
+                    GemmProblem<float> p(t & 1, t & 2, sh.M, sh.N, sh.K, alpha, beta, 3, 60 + t);
+                    const int ldx = p.N + 5;  // GELU's input, its own row stride
+                    std::vector<float> X((size_t)p.M * ldx);
+                    Rng rng(78);
+                    fill_uniform(X.data(), X.size(), rng, -5.0, 5.0);
+                    X[0] = 0.0f;  // and a few edges: 0, far out on both sides
+                    if (X.size() > 2) { X[1] = -30.0f; X[2] = 30.0f; }
+                    std::vector<float> want = p.run_fast(), got = p.C0;
+                    for (int i = 0; i < p.M; i++) {
+                        float* row = want.data() + (size_t)i * p.ldc;
+                        gelu_backward(row, X.data() + (size_t)i * ldx, row, (size_t)p.N, GradWrite::set);
+                    }
+                    gemm_f32_gelu_grad(p.ta, p.tb, p.M, p.N, p.K, p.alpha, p.A.data(), p.lda, p.B.data(), p.ldb, p.beta, got.data(),
+                                       p.ldc, X.data(), ldx);
+                    CHECK(bit_equal(want, got));  // the padding's sentinel included: nothing written outside (M,N)
+                }
+    set_threads(nt);
+}
+
+TEST_CASE("gemm_f32_bias_gelu = gemm_f32_bias, then G = gelu_forward(C), bit for bit (C and G): every transpose, ragged tiles, several K blocks, alpha, beta, threads") {
+    const int nt = max_threads();
+    struct S { int M, N, K; };
+    for (const S& sh : {S{37, 45, 20}, S{13, 9, 900}, S{301, 517, 811}, S{5, 70, 0}, S{256, 384, 384}})
+        for (int t = 0; t < 4; t++)
+            for (float beta : {0.0f, 1.0f, -0.5f})
+                for (float alpha : {1.0f, -0.75f, 0.0f})
+                for (int threads : {1, 2, 3}) {
+                    CAPTURE(sh.M); CAPTURE(sh.N); CAPTURE(sh.K); CAPTURE(t); CAPTURE(beta); CAPTURE(alpha); CAPTURE(threads);
+                    set_threads(threads);
+                    GemmProblem<float> p(t & 1, t & 2, sh.M, sh.N, sh.K, alpha, beta, 3, 80 + t);
+                    std::vector<float> bias((size_t)p.N);
+                    Rng rng(81);
+                    fill_uniform(bias.data(), bias.size(), rng, -3.0, 3.0);
+                    const int ldg = p.N + 7;
+                    std::vector<float> want = p.C0, got = p.C0;
+                    gemm_f32_bias(p.ta, p.tb, p.M, p.N, p.K, p.alpha, p.A.data(), p.lda, p.B.data(), p.ldb, p.beta, want.data(), p.ldc,
+                                  bias.data());
+                    std::vector<float> want_g((size_t)p.M * ldg, -7.0f), got_g = want_g;  // -7: the padding's sentinel
+                    for (int i = 0; i < p.M; i++) gelu_forward(want_g.data() + (size_t)i * ldg, want.data() + (size_t)i * p.ldc, (size_t)p.N);
+                    gemm_f32_bias_gelu(p.ta, p.tb, p.M, p.N, p.K, p.alpha, p.A.data(), p.lda, p.B.data(), p.ldb, p.beta, got.data(), p.ldc,
+                                       bias.data(), got_g.data(), ldg);
+                    CHECK(bit_equal(want, got));
+                    CHECK(bit_equal(want_g, got_g));  // nothing written outside (M,N) of either
+                }
+    set_threads(nt);
+}
+
+TEST_CASE("matmul_gelu_forward (float, fused) = matmul_forward, then gelu_forward, bit for bit") {
+    const int N = 53, C = 29, OC = 70;
+    Rng rng(83);
+    std::vector<float> inp((size_t)N * C), W((size_t)OC * C), b((size_t)OC);
+    fill_uniform(inp.data(), inp.size(), rng, -1.0, 1.0);
+    fill_uniform(W.data(), W.size(), rng, -1.0, 1.0);
+    fill_uniform(b.data(), b.size(), rng, -1.0, 1.0);
+    std::vector<float> want((size_t)N * OC, NAN), want_g = want, got = want, got_g = want;
+    matmul_forward<float>(want.data(), inp.data(), W.data(), b.data(), N, C, OC);
+    gelu_forward<float>(want_g.data(), want.data(), want.size());
+    matmul_gelu_forward<float>(got.data(), got_g.data(), inp.data(), W.data(), b.data(), N, C, OC);
+    CHECK(bit_equal(want, got));
+    CHECK(bit_equal(want_g, got_g));
+    std::vector<float> nb = got, nb_g = got_g;  // without a bias: the two ops
+    matmul_gelu_forward<float>(nb.data(), nb_g.data(), inp.data(), W.data(), nullptr, N, C, OC);
+    matmul_forward<float>(want.data(), inp.data(), W.data(), nullptr, N, C, OC);
+    gelu_forward<float>(want_g.data(), want.data(), want.size());
+    CHECK(bit_equal(want, nb));
+    CHECK(bit_equal(want_g, nb_g));
+}
+
+TEST_CASE("matmul_gelu_backward (float, fused) = matmul_backward into d(post), then gelu_backward, bit for bit") {
+    const int N = 53, C = 70, OC = 29;  // ragged against every tile size
+    Rng rng(79);
+    std::vector<float> dout((size_t)N * OC), pre((size_t)N * C), post((size_t)N * C), W((size_t)OC * C);
+    fill_uniform(dout.data(), dout.size(), rng, -1.0, 1.0);
+    fill_uniform(pre.data(), pre.size(), rng, -4.0, 4.0);
+    fill_uniform(W.data(), W.size(), rng, -0.5, 0.5);
+    gelu_forward(post.data(), pre.data(), post.size());
+    std::vector<float> dW0((size_t)OC * C), db0((size_t)OC);
+    fill_uniform(dW0.data(), dW0.size(), rng, -1.0, 1.0);  // both accumulate onto what is there
+    fill_uniform(db0.data(), db0.size(), rng, -1.0, 1.0);
+    std::vector<float> dpost((size_t)N * C, NAN), want_pre((size_t)N * C, NAN), want_W = dW0, want_b = db0;
+    matmul_backward<float>(dpost.data(), want_W.data(), want_b.data(), dout.data(), post.data(), W.data(), N, C, OC, GradWrite::set);
+    gelu_backward<float>(want_pre.data(), pre.data(), dpost.data(), dpost.size(), GradWrite::set);
+    std::vector<float> got_pre((size_t)N * C, NAN), got_W = dW0, got_b = db0, scratch((size_t)N * C, NAN);
+    matmul_gelu_backward<float>(got_pre.data(), scratch.data(), got_W.data(), got_b.data(), dout.data(), pre.data(), post.data(), W.data(),
+                                N, C, OC);
+    CHECK(bit_equal(want_pre, got_pre));  // set: the NaNs it started from are gone
+    CHECK(bit_equal(want_W, got_W));
+    CHECK(bit_equal(want_b, got_b));
+}
+
 TEST_CASE("gemm is bit-identical run to run and for any thread count") {
     // 1, 2, 3 and 4 threads whatever OMP_NUM_THREADS says: on 2 threads the first problem splits rows and the second
     // (a weight gradient's shape, M = OC < N = C) columns, the split with less packing; 3 and 4 threads give other
