@@ -156,32 +156,6 @@ void gelu_backward(Device dev, real* dinp, const real* inp, const real* dout, in
     ON_GPU(gelu_backward(dinp, inp, dout, n));
     icl::gelu_backward(dinp, inp, dout, n, write);
 }
-// pre = inp·Wᵀ + b, post = GELU(pre) in one op (matmul.h: matmul_gelu_forward; on the CPU in float GELU runs in the
-// GEMM's store, and the whole call counts as "matmul fwd"). The GPU runs the two ops as before.
-template <typename real>
-void matmul_gelu_forward(Device dev, real* pre, real* post, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
-    if (dev != Device::cpu) {
-        matmul_forward(dev, pre, inp, weight, bias, N, C, OC);
-        gelu_forward(dev, post, pre, (int64_t)N * OC);
-        return;
-    }
-    OpTimer timer_("matmul fwd", dev);
-    icl::matmul_gelu_forward(pre, post, inp, weight, bias, N, C, OC);
-}
-// post = GELU(pre), out = post·Wᵀ + b: both backwards at once, dpre SET (matmul.h: matmul_gelu_backward; on the CPU in
-// float d(post) is never formed and the whole call counts as "matmul bwd"). The GPU runs the two ops as before, through
-// dpost.
-template <typename real>
-void matmul_gelu_backward(Device dev, real* dpre, real* dpost, real* dweight, real* dbias, const real* dout, const real* pre,
-                          const real* post, const real* weight, int N, int C, int OC) {
-    if (dev != Device::cpu) {
-        matmul_backward(dev, dpost, dweight, dbias, dout, post, weight, N, C, OC, GradWrite::set);
-        gelu_backward(dev, dpre, pre, dpost, (int64_t)N * C, GradWrite::set);
-        return;
-    }
-    OpTimer timer_("matmul bwd", dev);
-    icl::matmul_gelu_backward(dpre, dpost, dweight, dbias, dout, pre, post, weight, N, C, OC);
-}
 // ReLU (the OPT-style auxiliary model of TinT, src/layers/relu.h).
 template <typename real>
 void relu_forward(Device dev, real* out, const real* inp, int64_t n) {

@@ -57,30 +57,21 @@ inline typename F::V sigma2u(typename F::V x, typename F::V* dudx) {
     const V e = vmath::expv(F::mul(F::set1(-2.0f), u));
     return F::div(one, F::add(one, e));
 }
-// gelu(x) = x·σ(2u) for one register (also the GEMM's fused epilogue, gemm_f32_bias_gelu)
-template <class F>
-inline typename F::V value(typename F::V x) {
-    return F::mul(x, sigma2u<F>(x, nullptr));
-}
-// out (F::L) = gelu(inp)
+// out (F::L) = x·σ(2u)
 template <class F>
 inline void forward_v(float* out, const float* inp) {
-    F::storeu(out, value<F>(F::loadu(inp)));
+    const typename F::V x = F::loadu(inp);
+    F::storeu(out, F::mul(x, sigma2u<F>(x, nullptr)));
 }
-// gelu'(x) = σ + x · 2σ(1−σ) · du/dx for one register (also the GEMM's fused epilogue, gemm_f32_gelu_grad)
-template <class F>
-inline typename F::V local_grad(typename F::V x) {
-    using V = typename F::V;
-    V dudx;
-    const V sg = sigma2u<F>(x, &dudx);
-    const V two_s_1ms = F::mul(F::add(sg, sg), F::sub(F::set1(1.0f), sg));
-    return F::fmadd(F::mul(x, two_s_1ms), dudx, sg);
-}
-// dinp (F::L) += gelu'(x) · dout        (SET: dinp = …)
+// dinp (F::L) += (σ + x · 2σ(1−σ) · du/dx) · dout        (SET: dinp = …)
 template <class F, bool SET>
 inline void backward_v(float* dinp, const float* inp, const float* dout) {
     using V = typename F::V;
-    const V local = local_grad<F>(F::loadu(inp));
+    const V x = F::loadu(inp);
+    V dudx;
+    const V sg = sigma2u<F>(x, &dudx);
+    const V two_s_1ms = F::mul(F::add(sg, sg), F::sub(F::set1(1.0f), sg));
+    const V local = F::fmadd(F::mul(x, two_s_1ms), dudx, sg);
     if constexpr (SET) F::storeu(dinp, F::mul(local, F::loadu(dout)));
     else F::storeu(dinp, F::fmadd(local, F::loadu(dout), F::loadu(dinp)));
 }
@@ -108,24 +99,6 @@ inline void backward_run(float* dinp, const float* inp, const float* dout, size_
 }
 #endif
 
-// gelu(x) without vectors: double (the tests), and float where AVX2+FMA are not compiled in (also the portable GEMM's
-// fused epilogue).
-template <typename real>
-inline real value_scalar(real x) {
-    const real u = real(kS) * (x + real(kA) * x * x * x);
-    return x / (real(1) + std::exp(real(-2) * u));  // x·σ(2u) = 0.5·x·(1 + tanh(u))
-}
-// gelu'(x) without vectors: double (the tests), and float where AVX2+FMA are not compiled in (also the portable
-// GEMM's fused epilogue).
-template <typename real>
-inline real local_grad_scalar(real x) {
-    const real u = real(kS) * (x + real(kA) * x * x * x);
-    const real dudx = real(kS) * (real(1) + real(3 * kA) * x * x);
-    const real sg = real(1) / (real(1) + std::exp(real(-2) * u));
-    // out = x * σ(2u)   =>   d out/dx = σ + x · σ'(2u)·2·du/dx = σ + x · 2σ(1−σ) · du/dx
-    return sg + x * real(2) * sg * (real(1) - sg) * dudx;
-}
-
 // f(i0, i1) over [0, n) in chunks of kChunk elements, the chunks spread over the threads.
 template <typename F>
 void for_chunks(size_t n, F f) {
@@ -151,7 +124,11 @@ void gelu_forward(real* out, const real* inp, size_t n) {
             return;
         }
 #endif
-        for (size_t i = i0; i < i1; i++) out[i] = value_scalar(inp[i]);
+        for (size_t i = i0; i < i1; i++) {
+            const real x = inp[i];
+            const real u = real(kS) * (x + real(kA) * x * x * x);
+            out[i] = x / (real(1) + std::exp(real(-2) * u));  // out = x·σ(2u) = 0.5·x·(1 + tanh(u))
+        }
     });
 }
 
@@ -169,7 +146,12 @@ void gelu_backward(real* dinp, const real* inp, const real* dout, size_t n, Grad
         }
 #endif
         for (size_t i = i0; i < i1; i++) {
-            const real g = local_grad_scalar(inp[i]) * dout[i];
+            const real x = inp[i];
+            const real u = real(kS) * (x + real(kA) * x * x * x);
+            const real dudx = real(kS) * (real(1) + real(3 * kA) * x * x);
+            const real sg = real(1) / (real(1) + std::exp(real(-2) * u));
+            // out = x * σ(2u)   =>   d out/dx = σ + x · σ'(2u)·2·du/dx = σ + x · 2σ(1−σ) · du/dx
+            const real g = (sg + x * real(2) * sg * (real(1) - sg) * dudx) * dout[i];
             dinp[i] = set ? g : dinp[i] + g;
         }
     });

@@ -31,7 +31,6 @@
 //
 // beta == 0 never reads C (so C may hold NaN/garbage); the first KC block applies beta, later ones add.
 #include "layers/matmul.h"
-#include "layers/gelu.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -237,12 +236,6 @@ void pack_B(bool transB, const float* B, int ldb, int k0, int j0, int kc, int nc
 // R rows) and Bp one of row stride NR (NV·VL = NR: the full tile; NV·VL = NR/2: the half tile reads its first half).
 // beta_mode: 0 -> C = alpha·acc (C not read), 1 -> C = alpha·acc + C, 2 -> C = alpha·acc + beta·C.
 enum BetaMode { BETA_ZERO = 0, BETA_ONE = 1, BETA_ANY = 2 };
-// The epilogue, applied in the store after the last K block (a template argument, so that the products without one
-// run the kernel they ran before): EPI_BIAS adds a bias (N) to every row (gemm_f32_bias); EPI_GELU_GRAD multiplies by
-// gelu'(X) elementwise, X (M × N) a matrix of C's shape (gemm_f32_gelu_grad); EPI_BIAS_GELU adds the bias and also
-// writes gelu of the result to a second output G of C's shape (gemm_f32_bias_gelu). Its operand e: the tile's first
-// element of it, rows lde apart (0 for the bias, the same row for every row of C); o2, ld2: G's, likewise.
-enum Epilogue { EPI_NONE = 0, EPI_BIAS = 1, EPI_GELU_GRAD = 2, EPI_BIAS_GELU = 3 };
 
 #if defined(ICL_GEMM_AVX2)
 // The vector micro-kernel, one template for both ISAs: F16 (AVX-512, zmm) or F8 (AVX2, ymm) of layers/simd.h, a
@@ -260,19 +253,15 @@ using FV = F8;
 #endif
 static_assert(FV::L == VL, "a vector register holds VL floats");
 
-// c = alpha·acc (+ beta·c), then the epilogue on that rounded value, as a separate pass over C would apply it:
-// EPI_BIAS + e (the bias), EPI_GELU_GRAD × gelu'(e) (e: the pre-activation at this element), EPI_BIAS_GELU + e and
-// then o2 = gelu(c).
-template <int EPI>
-inline void store_vec(float* c, FV::V acc, FV::V valpha, FV::V vbeta, int beta_mode, const float* e, float* o2) {
+// c = alpha·acc (+ beta·c), then with BIAS + bias: rounded after the product, as a separate pass over C would.
+template <bool BIAS>
+inline void store_vec(float* c, FV::V acc, FV::V valpha, FV::V vbeta, int beta_mode, const float* bias) {
     FV::V t;
     if (beta_mode == BETA_ZERO) t = FV::mul(valpha, acc);
     else if (beta_mode == BETA_ONE) t = FV::fmadd(valpha, acc, FV::loadu(c));
     else t = FV::fmadd(valpha, acc, FV::mul(vbeta, FV::loadu(c)));
-    if constexpr (EPI == EPI_BIAS || EPI == EPI_BIAS_GELU) t = FV::add(t, FV::loadu(e));
-    if constexpr (EPI == EPI_GELU_GRAD) t = FV::mul(gelu_detail::local_grad<FV>(FV::loadu(e)), t);  // gelu_backward's set, lane for lane
+    if constexpr (BIAS) t = FV::add(t, FV::loadu(bias));
     FV::storeu(c, t);
-    if constexpr (EPI == EPI_BIAS_GELU) FV::storeu(o2, gelu_detail::value<FV>(t));  // gelu_forward's, lane for lane
 }
 
 // A's element (row r, depth k) is at Ap[k·as + r] (a packed panel: as = MR; a transposed A read in place: as = lda)
@@ -290,9 +279,9 @@ constexpr int PF_A = 32, PF_B = 8;
 #else
 constexpr int PF_A = 0, PF_B = 0;
 #endif
-template <int NV, int R = MR, bool ROWS = false, int EPI = EPI_NONE>
+template <int NV, int R = MR, bool ROWS = false, bool BIAS = false>
 void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const float* __restrict Bp, float* C, int ldc,
-                  float alpha, float beta, int beta_mode, const float* e, int lde, float* o2, int ld2) {
+                  float alpha, float beta, int beta_mode, const float* bias) {
     static_assert(R >= 1 && R <= MR, "a tile has at most MR rows");
     FV::V c[R][NV];  // row r: columns v·VL … v·VL + VL − 1 in c[r][v]
 #pragma GCC unroll 12
@@ -322,15 +311,13 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const floa
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
-        for (int v = 0; v < NV; v++)
-            store_vec<EPI>(C + (size_t)r * ldc + v * VL, c[r][v], va, vb, beta_mode, EPI ? e + (size_t)r * lde + v * VL : nullptr,
-                           EPI == EPI_BIAS_GELU ? o2 + (size_t)r * ld2 + v * VL : nullptr);
+        for (int v = 0; v < NV; v++) store_vec<BIAS>(C + (size_t)r * ldc + v * VL, c[r][v], va, vb, beta_mode, BIAS ? bias + v * VL : nullptr);
 }
 #else
 // Portable micro-kernel: the same arithmetic in plain loops (the compiler vectorizes what it can), NV·VL columns.
-template <int NV, int R = MR, bool ROWS = false, int EPI = EPI_NONE>
+template <int NV, int R = MR, bool ROWS = false, bool BIAS = false>
 void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const float* __restrict Bp, float* C, int ldc,
-                  float alpha, float beta, int beta_mode, const float* e, int lde, float* o2, int ld2) {
+                  float alpha, float beta, int beta_mode, const float* bias) {
     constexpr int W = NV * VL;
     if (!ROWS) rs = 1;
     // One row of the tile at a time, so its W accumulators fit in registers even with 16 narrow SIMD registers.
@@ -366,10 +353,7 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const floa
             if (beta_mode == BETA_ZERO) t = alpha * acc[r][c];
             else if (beta_mode == BETA_ONE) t = alpha * acc[r][c] + crow[c];
             else t = alpha * acc[r][c] + beta * crow[c];
-            if constexpr (EPI == EPI_BIAS || EPI == EPI_BIAS_GELU) t = t + e[(size_t)r * lde + c];
-            if constexpr (EPI == EPI_GELU_GRAD) t = gelu_detail::local_grad_scalar(e[(size_t)r * lde + c]) * t;
-            crow[c] = t;
-            if constexpr (EPI == EPI_BIAS_GELU) o2[(size_t)r * ld2 + c] = gelu_detail::value_scalar(t);
+            crow[c] = BIAS ? t + bias[c] : t;
         }
     }
 }
@@ -381,45 +365,42 @@ void micro_kernel(int kc, const float* __restrict Ap, int as, int rs, const floa
 // Same arithmetic as a whole tile: each element's FMA chain over k does not depend on R.
 constexpr int MR3 = MR / 3;  // 4 (AVX-512) or 2 (AVX2 / portable)
 static_assert(MR % 3 == 0, "ragged row panels round up to thirds of MR");
-template <int NV, int R, bool ROWS, int EPI>
+template <int NV, int R, bool ROWS, bool BIAS>
 void edge_rows(int kc, const float* Ap, int as, int rs, const float* Bp, float* C, int ldc, int mr, int nr, float alpha,
-               float beta, int beta_mode, const float* e, int lde, float* o2, int ld2) {
+               float beta, int beta_mode, const float* bias) {
     constexpr int W = NV * VL;
-    alignas(64) float tile[R * W] = {};     // (R, W)
-    alignas(64) float et[EPI ? R * W : 1];  // with an epilogue: its operand for the valid elements, zero-padded (R, W)
-    alignas(64) float t2[EPI == EPI_BIAS_GELU ? R * W : 1];  // EPI_BIAS_GELU: its second output (R, W)
+    alignas(64) float tile[R * W] = {};  // (R, W)
+    alignas(64) float bt[BIAS ? W : 1];  // with BIAS: the bias of the valid columns, zero-padded
     if (beta_mode != BETA_ZERO)
         for (int r = 0; r < mr; r++)
             for (int c = 0; c < nr; c++) tile[r * W + c] = C[(size_t)r * ldc + c];
-    if constexpr (EPI != EPI_NONE) {
-        std::fill(et, et + R * W, 0.0f);
-        for (int r = 0; r < mr; r++) std::copy(e + (size_t)r * lde, e + (size_t)r * lde + nr, et + r * W);
+    if constexpr (BIAS) {
+        std::fill(bt, bt + W, 0.0f);
+        std::copy(bias, bias + nr, bt);
     }
-    micro_kernel<NV, R, ROWS, EPI>(kc, Ap, as, rs, Bp, tile, W, alpha, beta, beta_mode, EPI ? et : nullptr, W, t2, W);
+    micro_kernel<NV, R, ROWS, BIAS>(kc, Ap, as, rs, Bp, tile, W, alpha, beta, beta_mode, BIAS ? bt : nullptr);
     for (int r = 0; r < mr; r++)
         for (int c = 0; c < nr; c++) C[(size_t)r * ldc + c] = tile[r * W + c];
-    if constexpr (EPI == EPI_BIAS_GELU)
-        for (int r = 0; r < mr; r++) std::copy(t2 + r * W, t2 + r * W + nr, o2 + (size_t)r * ld2);
 }
-template <int NV, bool ROWS, int EPI>
+template <int NV, bool ROWS, bool BIAS>
 void edge_kernel(int kc, const float* Ap, int as, int rs, const float* Bp, float* C, int ldc, int mr, int nr, float alpha,
-                 float beta, int beta_mode, const float* e, int lde, float* o2, int ld2) {
-    if (mr <= MR3) edge_rows<NV, MR3, ROWS, EPI>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, e, lde, o2, ld2);
-    else if (mr <= 2 * MR3) edge_rows<NV, 2 * MR3, ROWS, EPI>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, e, lde, o2, ld2);
-    else edge_rows<NV, MR, ROWS, EPI>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, e, lde, o2, ld2);
+                 float beta, int beta_mode, const float* bias) {
+    if (mr <= MR3) edge_rows<NV, MR3, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, bias);
+    else if (mr <= 2 * MR3) edge_rows<NV, 2 * MR3, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, bias);
+    else edge_rows<NV, MR, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, bias);
 }
 // One tile of C (mr ≤ MR rows, nr ≤ NR columns): the full micro-kernel, its half tile (nr ≤ VL), or their edges.
-// EPI: the epilogue of the last K block's tile, e its operand at the tile's first element (rows lde apart), o2 its
-// second output's (rows ld2 apart).
-template <bool ROWS, int EPI>
+// BIAS: bias holds the tile's nr columns of a bias added to every row after the product (the last K block's tile).
+// A template argument, so that the products without one run the kernel they ran before, unchanged.
+template <bool ROWS, bool BIAS>
 void tile_kernel(int kc, const float* Ap, int as, int rs, const float* Bp, float* C, int ldc, int mr, int nr, float alpha,
-                 float beta, int beta_mode, const float* e, int lde, float* o2, int ld2) {
+                 float beta, int beta_mode, const float* bias) {
     if (nr > VL) {  // the full tile
-        if (mr == MR && nr == NR) micro_kernel<2, MR, ROWS, EPI>(kc, Ap, as, rs, Bp, C, ldc, alpha, beta, beta_mode, e, lde, o2, ld2);
-        else edge_kernel<2, ROWS, EPI>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, e, lde, o2, ld2);
+        if (mr == MR && nr == NR) micro_kernel<2, MR, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, alpha, beta, beta_mode, bias);
+        else edge_kernel<2, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, bias);
     } else {  // a last panel of at most VL columns: the half tile
-        if (mr == MR && nr == VL) micro_kernel<1, MR, ROWS, EPI>(kc, Ap, as, rs, Bp, C, ldc, alpha, beta, beta_mode, e, lde, o2, ld2);
-        else edge_kernel<1, ROWS, EPI>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, e, lde, o2, ld2);
+        if (mr == MR && nr == VL) micro_kernel<1, MR, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, alpha, beta, beta_mode, bias);
+        else edge_kernel<1, ROWS, BIAS>(kc, Ap, as, rs, Bp, C, ldc, mr, nr, alpha, beta, beta_mode, bias);
     }
 }
 
@@ -434,7 +415,7 @@ void tile_kernel(int kc, const float* Ap, int as, int rs, const float* Bp, float
 // (mr < MR, whose rounded-up tile would read past op(A)'s last row) is packed, once per block.
 void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, float alpha, const float* A, int lda,
                const float* Apk, int ka, bool a_in_place, const float* B, int ldb, const float* Bpk, int bk, float beta,
-               float* C, int ldc, int epi, const float* e, int lde, float* o2, int ld2) {
+               float* C, int ldc, const float* bias) {
     if (m1 <= m0 || n1 <= n0) return;
     PackBuffers& buf = thread_buffers();
     const int kc_blk = balanced_block(K, KC_MAX, 1);
@@ -465,24 +446,15 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
                                              : A + (size_t)(ic + ir) * lda + pc;    // op(A)[i, k] = A[i·lda + k]
                     const bool in_place = a_in_place && ir != ragged;
                     float* Ct = C + (size_t)(ic + ir) * ldc + jc + jr;
-                    // the kernel for how A is read (ROWS: an untransposed A in place) and for the epilogue, which only
-                    // the last K block's tiles apply (to their elements of e)
-                    auto run = [&](auto rows, auto ep) {
-                        constexpr bool ROWS = decltype(rows)::value;
-                        constexpr int EPI = decltype(ep)::value;
-                        const float* et = EPI ? e + (size_t)(ic + ir) * lde + jc + jr : nullptr;
-                        float* ot = EPI == EPI_BIAS_GELU ? o2 + (size_t)(ic + ir) * ld2 + jc + jr : nullptr;
-                        tile_kernel<ROWS, EPI>(kc, Ap, ROWS ? 1 : in_place ? lda : MR, ROWS ? lda : 1, Bp, Ct, ldc, mr, nr, alpha,
-                                               beta, beta_mode, et, lde, ot, ld2);
-                    };
-                    auto with_epilogue = [&](auto rows) {
-                        if (epi == EPI_NONE || pc + kc < K) run(rows, std::integral_constant<int, EPI_NONE>{});
-                        else if (epi == EPI_BIAS) run(rows, std::integral_constant<int, EPI_BIAS>{});
-                        else if (epi == EPI_GELU_GRAD) run(rows, std::integral_constant<int, EPI_GELU_GRAD>{});
-                        else run(rows, std::integral_constant<int, EPI_BIAS_GELU>{});
-                    };
-                    if (in_place && !transA) with_epilogue(std::true_type{});
-                    else with_epilogue(std::false_type{});
+                    if (bias && pc + kc == K) {  // after the last K block: + the bias of these columns
+                        const float* bt = bias + jc + jr;
+                        if (in_place && !transA) tile_kernel<true, true>(kc, Ap, 1, lda, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode, bt);
+                        else tile_kernel<false, true>(kc, Ap, in_place ? lda : MR, 1, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode, bt);
+                    } else if (in_place && !transA) {
+                        tile_kernel<true, false>(kc, Ap, 1, lda, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode, nullptr);
+                    } else {
+                        tile_kernel<false, false>(kc, Ap, in_place ? lda : MR, 1, Bp, Ct, ldc, mr, nr, alpha, beta, beta_mode, nullptr);
+                    }
                 };
                 if (A_PANEL_OUTER && !Bpk) {  // gemm_f32 on AVX-512: an A micro-panel stays in L1, the B panel streams past
                     for (int ir = 0; ir < mc; ir += MR)
@@ -496,17 +468,14 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
     }
 }
 
-// C[m0:m1, n0:n1] *= beta (beta == 0: set to zero without reading), then the epilogue (+= the bias, or × gelu'(X), or
-// += the bias and G = gelu(C)). Used when K == 0 or alpha == 0.
-void scale_rect(int m0, int m1, int n0, int n1, float beta, float* C, int ldc, int epi, const float* e, int lde, float* o2, int ld2) {
+// C[m0:m1, n0:n1] *= beta (beta == 0: set to zero without reading), then += bias[n0:n1] in every row when given. Used
+// when K == 0 or alpha == 0.
+void scale_rect(int m0, int m1, int n0, int n1, float beta, float* C, int ldc, const float* bias) {
     for (int i = m0; i < m1; i++) {
         float* c = C + (size_t)i * ldc;
         if (beta == 0.0f) for (int j = n0; j < n1; j++) c[j] = 0.0f;
         else if (beta != 1.0f) for (int j = n0; j < n1; j++) c[j] *= beta;
-        const float* er = e + (size_t)i * lde;
-        if (epi == EPI_BIAS || epi == EPI_BIAS_GELU) for (int j = n0; j < n1; j++) c[j] += er[j];
-        if (epi == EPI_GELU_GRAD) gelu_backward(c + n0, er + n0, c + n0, (size_t)(n1 - n0), GradWrite::set);
-        if (epi == EPI_BIAS_GELU) gelu_forward(o2 + (size_t)i * ld2 + n0, c + n0, (size_t)(n1 - n0));
+        if (bias) for (int j = n0; j < n1; j++) c[j] += bias[j];
     }
 }
 
@@ -553,7 +522,7 @@ namespace {
 // pack Bpk (bk deep); a_in_place: A read where it is (gemm_rect).
 void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* Apk, int ka,
               bool a_in_place, const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc,
-              int epi = EPI_NONE, const float* e = nullptr, int lde = 0, float* o2 = nullptr, int ld2 = 0) {
+              const float* bias = nullptr) {
     const bool no_product = K == 0 || alpha == 0.0f;
 
     // Thread count: 1 inside an active parallel region; otherwise the OpenMP default, reduced for small
@@ -575,9 +544,8 @@ void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const 
         // Balanced split in whole micro-tiles: thread ti gets row units [ti*U/tm, (ti+1)*U/tm).
         int m0 = std::min(M, (int)((long)ti * row_units / tm) * MR), m1 = std::min(M, (int)((long)(ti + 1) * row_units / tm) * MR);
         int n0 = std::min(N, (int)((long)tj * col_units / tn) * NR), n1 = std::min(N, (int)((long)(tj + 1) * col_units / tn) * NR);
-        if (no_product) scale_rect(m0, m1, n0, n1, beta, C, ldc, epi, e, lde, o2, ld2);
-        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, Apk, ka, a_in_place, B, ldb, Bpk, bk, beta, C, ldc, epi, e, lde, o2,
-                       ld2);
+        if (no_product) scale_rect(m0, m1, n0, n1, beta, C, ldc, bias);
+        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, Apk, ka, a_in_place, B, ldb, Bpk, bk, beta, C, ldc, bias);
     };
 
     if (nt == 1) {
@@ -600,9 +568,8 @@ void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const 
     gemm_f32_bias(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
 }
 
-namespace {
-void gemm_checked(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-                  float beta, float* C, int ldc, int epi, const float* e, int lde, float* o2 = nullptr, int ld2 = 0) {
+void gemm_f32_bias(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                   int ldb, float beta, float* C, int ldc, const float* bias) {
     ICL_ASSERT(M >= 0 && N >= 0 && K >= 0);
     if (M == 0 || N == 0) return;
     ICL_ASSERT(ldc >= N);
@@ -610,25 +577,7 @@ void gemm_checked(bool transA, bool transB, int M, int N, int K, float alpha, co
         ICL_ASSERT_MSG(lda >= (transA ? M : K), strfmt("gemm: lda=%d too small", lda));
         ICL_ASSERT_MSG(ldb >= (transB ? K : N), strfmt("gemm: ldb=%d too small", ldb));
     }
-    gemm_run(transA, transB, M, N, K, alpha, A, lda, nullptr, 0, false, B, ldb, nullptr, 0, beta, C, ldc, epi, e, lde, o2, ld2);
-}
-}  // namespace
-
-void gemm_f32_bias(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                   int ldb, float beta, float* C, int ldc, const float* bias) {
-    gemm_checked(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias ? EPI_BIAS : EPI_NONE, bias, 0);
-}
-
-void gemm_f32_bias_gelu(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                        int ldb, float beta, float* C, int ldc, const float* bias, float* G, int ldg) {
-    ICL_ASSERT(bias && G && ldg >= N);
-    gemm_checked(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, EPI_BIAS_GELU, bias, 0, G, ldg);
-}
-
-void gemm_f32_gelu_grad(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                        int ldb, float beta, float* C, int ldc, const float* X, int ldx) {
-    ICL_ASSERT(X && ldx >= N);
-    gemm_checked(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, EPI_GELU_GRAD, X, ldx);
+    gemm_run(transA, transB, M, N, K, alpha, A, lda, nullptr, 0, false, B, ldb, nullptr, 0, beta, C, ldc, bias);
 }
 
 // ---------------------------------------------------------------------------------------------------------

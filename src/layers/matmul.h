@@ -13,7 +13,6 @@
 #include <type_traits>
 
 #include "engine/common.h"
-#include "layers/gelu.h"
 #include "layers/parallel.h"
 
 namespace icl {
@@ -27,16 +26,6 @@ void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const 
 // pass over C afterwards: each element rounded as (alpha·op(A)·op(B) + beta·C) + bias[j] would be, so the same bits.
 void gemm_f32_bias(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                    int ldb, float beta, float* C, int ldc, const float* bias);
-// The same, and G = gelu(C) (G (M,N) at row stride ldg): what gelu_forward(G, C, …) would write afterwards, the same
-// bits, without reading C back (the MLP's forward: fch = ln2·W1ᵀ + b1 and fch_gelu = GELU(fch) in one pass).
-void gemm_f32_bias_gelu(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                        int ldb, float beta, float* C, int ldc, const float* bias, float* G, int ldg);
-// gemm_f32's product, then C = gelu'(X) ⊙ C elementwise (X (M,N) at row stride ldx: GELU's input), in the store after
-// the last K block: what gelu_backward(C, X, C, …, GradWrite::set) would do to the product afterwards, the same bits,
-// without writing the product and reading it back (the MLP's backward: d(fch) = gelu'(fch) ⊙ (d(out)·W),
-// matmul_gelu_backward).
-void gemm_f32_gelu_grad(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                        int ldb, float beta, float* C, int ldc, const float* X, int ldx);
 // The tm × tn grid of rectangles (tm·tn = nt) gemm_f32 gives its nt threads for a C of M × N (the least work per
 // thread, packing included; gemm.cpp). Exposed for `bench gemm` and the tests.
 void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn);
@@ -141,21 +130,6 @@ void matmul_forward(real* out, const real* inp, const real* weight, const real* 
     }
 }
 
-// out (N,OC) = inp (N,C) @ weight(OC,C)ᵀ + bias (OC) and post (N,OC) = GELU(out): the MLP's first half, both SET.
-// float: GELU in the GEMM's store (gemm_f32_bias_gelu), the bits of matmul_forward then gelu_forward, one read of out
-// fewer; other reals (and no bias): those two.
-template <typename real>
-void matmul_gelu_forward(real* out, real* post, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
-    if constexpr (std::is_same_v<real, float>) {
-        if (bias) {  // out = inp @ weightᵀ + bias, post = GELU(out)
-            gemm_f32_bias_gelu(false, true, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, bias, post, OC);
-            return;
-        }
-    }
-    matmul_forward<real>(out, inp, weight, bias, N, C, OC);
-    gelu_forward<real>(post, out, (size_t)N * OC);
-}
-
 // Backward of  out = inp @ weightᵀ + bias.  ACCUMULATES into dinp, dweight, dbias (each may be nullptr); with
 // dinp_write = set, dinp is SET instead (engine/common.h: GradWrite).
 //   dout (N,OC), inp (N,C), weight (OC,C)  ->  dinp (N,C), dweight (OC,C), dbias (OC)
@@ -178,25 +152,6 @@ void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, c
                 for (int o = o0; o < o1; o++) dbias[o] += row[o];
             }
         }
-    }
-}
-
-// Backward of the MLP's second half:  post = GELU(pre),  out = post @ weightᵀ + bias.  SETS dpre = gelu'(pre) ⊙
-// (dout @ weight), and ACCUMULATES into dweight and dbias as matmul_backward does.
-//   dout (N,OC), pre and post (N,C), weight (OC,C)  ->  dpre (N,C), dweight (OC,C), dbias (OC)
-// float: the product goes straight through gelu' in the GEMM's store (gemm_f32_gelu_grad), so d(post) is never
-// formed — one (N,C) write and read fewer — with the bits of matmul_backward into dpost followed by gelu_backward
-// (both set), which is what other reals do (dpost: (N,C) scratch, unused in float).
-template <typename real>
-void matmul_gelu_backward(real* dpre, real* dpost, real* dweight, real* dbias, const real* dout, const real* pre, const real* post,
-                          const real* weight, int N, int C, int OC) {
-    if constexpr (std::is_same_v<real, float>) {
-        matmul_backward<float>(nullptr, dweight, dbias, dout, post, weight, N, C, OC);
-        // post = GELU(pre), out = post @ weightᵀ  =>  dpre = gelu'(pre) ⊙ (dout @ weight)
-        gemm_f32_gelu_grad(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dpre, C, pre, C);
-    } else {
-        matmul_backward<real>(dpost, dweight, dbias, dout, post, weight, N, C, OC, GradWrite::set);
-        gelu_backward<real>(dpre, pre, dpost, (size_t)N * C, GradWrite::set);
     }
 }
 

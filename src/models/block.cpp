@@ -205,12 +205,9 @@ real* block_forward(ModelState<real>& s, const std::string& h, const std::string
     // x_out = x_mid + GELU(mix(LN2(x_mid))·W1ᵀ + b1)·W2ᵀ + b2
     op::layernorm_forward(dev, A("ln2"), A("ln2.mean"), A("ln2.rstd"), A("res2"), P("ln2.w"), P("ln2.b"), N, C);
     u = mix_forward(s, h, p, 2, b);
-    if (k.act == ActKind::relu) {
-        op::matmul_forward(dev, A("fch"), u, P("mlp.fc.w"), P("mlp.fc.b"), N, Cu, 4 * C);
-        op::relu_forward(dev, A("fch_gelu"), A("fch"), (int64_t)N * 4 * C);
-    } else {  // fch = u·W1ᵀ + b1 and fch_gelu = GELU(fch) in one op (on the CPU GELU runs in the GEMM's store)
-        op::matmul_gelu_forward(dev, A("fch"), A("fch_gelu"), u, P("mlp.fc.w"), P("mlp.fc.b"), N, Cu, 4 * C);
-    }
+    op::matmul_forward(dev, A("fch"), u, P("mlp.fc.w"), P("mlp.fc.b"), N, Cu, 4 * C);
+    if (k.act == ActKind::relu) op::relu_forward(dev, A("fch_gelu"), A("fch"), (int64_t)N * 4 * C);
+    else op::gelu_forward(dev, A("fch_gelu"), A("fch"), (int64_t)N * 4 * C);
     op::matmul_forward(dev, A("fcproj"), A("fch_gelu"), P("mlp.proj.w"), P("mlp.proj.b"), N, 4 * C, C);
     op::residual_forward(dev, A("res3"), A("res2"), A("fcproj"), (int64_t)N * C);
     return A("res3");
@@ -239,19 +236,11 @@ void block_backward(ModelState<real>& s, const std::string& h, const std::string
     };
     // res3 = res2 + fcproj
     residual_backward(D("res2"), D("fcproj"), D("res3"));
-    if (k.act == ActKind::gelu && first == GradWrite::set) {
-        // fch_gelu = GELU(fch), fcproj = fch_gelu·W2ᵀ + b2: both backwards in one op, which sets d(fch) (on the CPU
-        // the GEMM's store applies GELU' and d(fch_gelu) is never formed: the same bits, one pass fewer)
-        op::matmul_gelu_backward(dev, D("fch"), D("fch_gelu"), G("mlp.proj.w"), G("mlp.proj.b"), D("fcproj"), A("fch"), A("fch_gelu"),
-                                 P("mlp.proj.w"), N, 4 * C, C);
-    } else {
-        // fcproj = fch_gelu·W2ᵀ + b2
-        op::matmul_backward(dev, D("fch_gelu"), G("mlp.proj.w"), G("mlp.proj.b"), D("fcproj"), A("fch_gelu"), P("mlp.proj.w"), N, 4 * C, C,
-                            first);
-        // fch_gelu = GELU(fch)   (or ReLU(fch))
-        if (k.act == ActKind::relu) op::relu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C, first);
-        else op::gelu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C, first);
-    }
+    // fcproj = fch_gelu·W2ᵀ + b2
+    op::matmul_backward(dev, D("fch_gelu"), G("mlp.proj.w"), G("mlp.proj.b"), D("fcproj"), A("fch_gelu"), P("mlp.proj.w"), N, 4 * C, C, first);
+    // fch_gelu = GELU(fch)   (or ReLU(fch))
+    if (k.act == ActKind::relu) op::relu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C, first);
+    else op::gelu_backward(dev, D("fch"), A("fch"), D("fch_gelu"), (int64_t)N * 4 * C, first);
     // fch = mix(ln2)·W1ᵀ + b1
     op::matmul_backward(dev, D(u2), G("mlp.fc.w"), G("mlp.fc.b"), D("fch"), A(u2), P("mlp.fc.w"), N, Cu, 4 * C, first);
     mix_backward(s, h, p, 2, b);

@@ -132,9 +132,8 @@ void blocks_backward(ModelState<real>& s, int L, const std::string& x0, const Bl
 // complete and before LN2's backward adds to the buffer, and d(attproj) once d(res2) is complete (after LN2's) and
 // before LN1's; so one buffer carries the stream from d(x_L) down to d(x0) and the residual backward has nothing to do. Block l's own views are set by
 // their first writer (block_sets_own_gradients) or zeroed by blocks_backward before it runs. After the backward,
-// only block 0's own gradients, d(x0) and the tensors outside the blocks hold that step's values (and of block 0's,
-// not d(fch_gelu) where a GELU block sets them: matmul_gelu_backward goes from d(fcproj) straight to d(fch)) — so a
-// dump or a device comparison asks for the full table (GPT::keep_all_activation_gradients).
+// only block 0's own gradients, d(x0) and the tensors outside the blocks hold that step's values — so a dump or a
+// device comparison asks for the full table (GPT::keep_all_activation_gradients).
 TensorTable share_block_gradients(const TensorTable& grads, int L, const std::string& x0);
 // Whether each of a block's own activation gradients has one writer in block_backward, which then SETS it in the
 // shared layout (GradWrite::set, so nothing zeroes them): softmax attention, no mix, no attention modifications (no
