@@ -231,6 +231,38 @@ inline void phi_row(real* y, const real* x, int n) {
 #endif
     for (; i < n; i++) y[i] = kattn_phi(x[i]);
 }
+#ifdef ICL_VMATH_AVX2
+// φ of one register (float): exp8_nonpos / exp16_nonpos of min(0, x), x + 1 where x > 0 — phi_row's operations in its
+// order (min(0, x) keeps a NaN), so the same bits.
+inline __m256 phi_vec(__m256 x) {
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 e = vmath::exp8_nonpos(_mm256_min_ps(zero, x));
+    return _mm256_blendv_ps(e, _mm256_add_ps(x, _mm256_set1_ps(1.0f)), _mm256_cmp_ps(x, zero, _CMP_GT_OQ));
+}
+#ifdef __AVX512F__
+inline __m512 phi_vec(__m512 x) {
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512 e = vmath::exp16_nonpos(_mm512_min_ps(zero, x));
+    return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+}
+#endif
+// The forward's features for lanes i..i+L−1 of one row of one head (F = F16 or F8 of simd.h, L = F::L; m a multiple
+// of L from i on): a = φ(q), c = φ(k), and their rotations â = R a, ĉ = R c as a·[c,c] + swap(a)·[−s,s], with the
+// row's RoPE table tb = [cos | sin] read in place (dup_half) and shared by q and k — rope_apply's x0·c − x1·s and
+// x1·c + x0·s with the product by ±s rounded inside the fma, as before. q and k in one iteration give the core two
+// independent exponentials; a 32-row table of [c,c] / [−s,s] pairs built with scalar stores, and q and k in separate
+// passes, was 4–7% slower over the whole forward at heads of 16 (tools/kattn_ab.sh; docs/benchmarks.md 2026-12-07).
+template <typename F>
+inline void feature_lanes(int i, int m, const float* xq, const float* xk, const float* tb, float* fq, float* fk, float* rq, float* rk) {
+    static const float kSign[16] = {-1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1};
+    const typename F::V cv = F::dup_half(tb + i / 2), sv = F::mul(F::loadu(kSign), F::dup_half(tb + m / 2 + i / 2));
+    const typename F::V a = phi_vec(F::loadu(xq + i)), c = phi_vec(F::loadu(xk + i));
+    F::storeu(fq + i, a);
+    F::storeu(fk + i, c);
+    F::storeu(rq + i, F::fmadd(F::swap_pairs(a), sv, F::mul(a, cv)));
+    F::storeu(rk + i, F::fmadd(F::swap_pairs(c), sv, F::mul(c, cv)));
+}
+#endif
 // The denominators of one chunk of n rows: z ← z + c_i (the running UNROTATED state, advanced in place, one
 // row at a time in the same order as the recurrent form), then dn_i = a_i·z + eps. On float/AVX2 the running z
 // stays in registers, 8 channels at a time, and each row keeps an 8-lane partial (a per-row dot product through
@@ -474,54 +506,27 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
     // LM's forward kernel attention ×1.07 on a Zen 5). Larger heads: one row at a time (blocks of 32 measured ×0.94
     // at heads of 64 in the model; reading one head's slice per row at stride 3C over all T rows, head by head,
     // was bound by the strided loads). docs/benchmarks.md, 2026-12-06.
-    const int RBK = m <= 32 ? 32 : 1;  // rows per block: its RoPE tables 2·RBK·m floats (at most 2·1024: m <= 512)
+    const int RBK = m <= 32 ? 32 : 1;  // rows per block
 #pragma omp parallel for schedule(static) if (use_threads((double)B * T * C * 8))
     for (int n0 = 0; n0 < B * T; n0 += RBK) {
         const int n1 = std::min(B * T, n0 + RBK);
 #ifdef ICL_VMATH_AVX2
         if constexpr (std::is_same_v<real, float>) {
-            if (m % 8 == 0) {  // φ and the pair rotation a whole register at a time: y = x·[c,c] + swap(x)·[−s,s]
-                alignas(64) float cc[1024], ss[1024];  // (n1 − n0, m): per row [c0,c0,c1,c1,…] and [−s0,s0,−s1,s1,…]
-                for (int n = n0; n < n1; n++) {
-                    const real* tb = tab + (size_t)n * m;
-                    float* cn = cc + (size_t)(n - n0) * m;
-                    float* sn = ss + (size_t)(n - n0) * m;
-                    for (int k = 0; k < m / 2; k++) {
-                        cn[2 * k] = cn[2 * k + 1] = tb[k];
-                        sn[2 * k] = -tb[m / 2 + k];
-                        sn[2 * k + 1] = tb[m / 2 + k];
+            if (m % 8 == 0) {  // φ and the pair rotation a whole register at a time (feature_lanes)
+                for (int h = 0; h < NH; h++) {
+                    int b = n0 / T, t = n0 % T;  // row n = b·T + t, stepped
+                    for (int n = n0; n < n1; n++, t++) {
+                        if (t == T) { b++; t = 0; }
+                        const size_t o = (((size_t)b * NH + h) * T + t) * m;
+                        const float* x = qkv + (size_t)n * C3 + h * hs;
+                        const float* tb = tab + (size_t)n * m;
+                        int i = 0;
+#ifdef __AVX512F__
+                        for (; i + 16 <= m; i += 16) feature_lanes<F16>(i, m, x, x + C, tb, phiq + o, phik + o, rphiq + o, rphik + o);
+#endif
+                        for (; i < m; i += 8) feature_lanes<F8>(i, m, x, x + C, tb, phiq + o, phik + o, rphiq + o, rphik + o);
                     }
                 }
-                for (int h = 0; h < NH; h++)
-                    for (int part = 0; part < 2; part++)  // q, then k
-                        for (int n = n0; n < n1; n++) {
-                            const int b = n / T, t = n % T;
-                            const size_t o = (((size_t)b * NH + h) * T + t) * m;
-                            const float* x = qkv + (size_t)n * C3 + part * C + h * hs;
-                            float* f = (part ? phik : phiq) + o;
-                            float* rf = (part ? rphik : rphiq) + o;
-                            const float* cn = cc + (size_t)(n - n0) * m;
-                            const float* sn = ss + (size_t)(n - n0) * m;
-                            int i = 0;
-#ifdef __AVX512F__
-                            for (; i + 16 <= m; i += 16) {  // 16 lanes (exp16_nonpos = exp8_nonpos lane for lane; 7% faster than 8 lanes here)
-                                const __m512 xv = _mm512_loadu_ps(x + i), zero = _mm512_setzero_ps();
-                                const __m512 e = vmath::exp16_nonpos(_mm512_min_ps(zero, xv));  // as phi_row
-                                const __m512 a = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(xv, zero, _CMP_GT_OQ), _mm512_add_ps(xv, _mm512_set1_ps(1.0f)));
-                                _mm512_storeu_ps(f + i, a);
-                                const __m512 sw = _mm512_permute_ps(a, 0xB1);
-                                _mm512_storeu_ps(rf + i, _mm512_fmadd_ps(sw, _mm512_loadu_ps(sn + i), _mm512_mul_ps(a, _mm512_loadu_ps(cn + i))));
-                            }
-#endif
-                            for (; i < m; i += 8) {  // 8 lanes
-                                const __m256 xv = _mm256_loadu_ps(x + i), zero = _mm256_setzero_ps();
-                                const __m256 e = vmath::exp8_nonpos(_mm256_min_ps(zero, xv));  // as phi_row
-                                const __m256 a = _mm256_blendv_ps(e, _mm256_add_ps(xv, _mm256_set1_ps(1.0f)), _mm256_cmp_ps(xv, zero, _CMP_GT_OQ));
-                                _mm256_storeu_ps(f + i, a);
-                                const __m256 sw = _mm256_permute_ps(a, 0xB1);  // (a1,a0,a3,a2,…)
-                                _mm256_storeu_ps(rf + i, _mm256_fmadd_ps(sw, _mm256_loadu_ps(sn + i), _mm256_mul_ps(a, _mm256_loadu_ps(cn + i))));
-                            }
-                        }
                 continue;
             }
         }
