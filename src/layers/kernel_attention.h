@@ -202,11 +202,12 @@ inline int thread_id() {
 #endif
 }
 // elements of one thread's working slice.
-//   backward: Q (CH×CH), X (CH×m), Dn (CH×hs), S, Sᵀ (m×hs), z (m), dd (CH), Âcᵀ, Ĉcᵀ (m×CH), Vcᵀ or Dnᵀ (hs×CH)
+//   backward: Q (CH×CH), X (CH×m), S, Sᵀ (m×hs), z (m), Âcᵀ, Ĉcᵀ (m×CH), Vcᵀ or Dnᵀ (hs×CH), and the whole head's
+//             Dn (T×hs) and dd (T), formed in the forward sweep and read again in the reverse one
 //   forward:  P (CH×CH), S (m×hs), Ct (m×CH) = Ĉcᵀ, z (m)
-inline size_t slice_size(int m, int hs) {
+inline size_t slice_size(int m, int hs, int T) {
     const size_t CH = KA_CHUNK;
-    const size_t bwd = CH * CH + CH * m + CH * hs + 2 * (size_t)m * hs + m + CH + 2 * (size_t)m * CH + (size_t)hs * CH;
+    const size_t bwd = CH * CH + CH * m + 2 * (size_t)m * hs + m + 2 * (size_t)m * CH + (size_t)hs * CH + (size_t)T * (hs + 1);
     const size_t fwd = CH * CH + (size_t)m * hs + (size_t)m * CH + m;
     return std::max(bwd, fwd);
 }
@@ -424,7 +425,7 @@ inline void dden_rows(real* dd, const real* g, const real* o, const real* dn, in
 inline size_t kernel_attention_scratch_size(int B, int T, int C, int NH, int nthreads = kattn_detail::max_threads()) {
     const int hs = C / NH, m = hs;
     const int slices = std::max(1, std::min(nthreads, B * NH));
-    return (size_t)B * T * m + (size_t)B * NH * (m * hs + m) + (size_t)slices * kattn_detail::slice_size(m, hs);
+    return (size_t)B * T * m + (size_t)B * NH * (m * hs + m) + (size_t)slices * kattn_detail::slice_size(m, hs, T);
 }
 
 namespace kattn_detail {
@@ -547,7 +548,7 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
 #pragma omp parallel for schedule(static) if (use_threads((double)B * NH * T * m * hs * 4))
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
-        real* sl = slices + (size_t)thread_id() * slice_size(m, hs);
+        real* sl = slices + (size_t)thread_id() * slice_size(m, hs, T);
         real* P = sl;                            // (CH,CH)  this chunk's tril(Â Ĉᵀ)
         real* S = P + (size_t)CH * CH;           // (m,hs)   the running numerator state
         real* Ct = S + (size_t)m * hs;           // (m,CH)   Ĉcᵀ
@@ -610,17 +611,17 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
 #pragma omp parallel for schedule(static) if (use_threads((double)B * NH * T * m * hs * 8))
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
-        real* sl = slices + (size_t)thread_id() * slice_size(m, hs);
+        real* sl = slices + (size_t)thread_id() * slice_size(m, hs, T);
         real* Q = sl;                    // (CH,CH)  a chunk's tril(Dn Vᵀ), triu(V Dnᵀ) or triu(Ĉ Âᵀ)
         real* X = Q + CH * CH;           // (CH,m)   dâ (forward sweep), dĉ (reverse sweep)
-        real* Dn = X + CH * m;           // (CH,hs)  dnum rows
-        real* S = Dn + CH * hs;          // (m,hs)   S_prev (forward sweep), U (reverse sweep)
+        real* S = X + CH * m;            // (m,hs)   S_prev (forward sweep), U (reverse sweep)
         real* St = S + m * hs;           // (hs,m)   its transpose
         real* z = St + m * hs;           // (m)      z (forward sweep), w (reverse sweep)
-        real* dd = z + m;                // (CH)     dden
-        real* At = dd + CH;              // (m,CH)   Âcᵀ
+        real* At = z + m;                // (m,CH)   Âcᵀ
         real* Ct = At + m * CH;          // (m,CH)   Ĉcᵀ
         real* Vt = Ct + m * CH;          // (hs,CH)  Vcᵀ, then Dnᵀ
+        real* DnT = Vt + hs * CH;        // (T,hs)   dnum rows of the whole head
+        real* ddT = DnT + (size_t)T * hs; // (T)     dden of the whole head
         const real* q = qkv + (size_t)b * T * C3 + h * hs;
         const real* k = q + C;
         const real* v = q + 2 * C;
@@ -634,13 +635,16 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
         const real* dn = den + (size_t)bh * T;
         const real* g = dout + (size_t)b * T * C + h * hs;  // (T,hs) stride C
         const real* o = out + (size_t)b * T * C + h * hs;
-        // out_t = num_t / den_t  =>  dnum_t = g_t / den_t,  dden_t = −(g_t·out_t) / den_t
+        // out_t = num_t / den_t  =>  dnum_t = g_t / den_t,  dden_t = −(g_t·out_t) / den_t: formed chunk by chunk in the
+        // forward sweep, kept for the whole head (DnT, ddT) and read again by the reverse sweep (forming them in each
+        // sweep, the dden rows' transposes twice, was ~4% of the backward at heads of 16)
         auto chunk_dnum = [&](int t0, int n) {
-            dden_rows(dd, g + (size_t)t0 * C, o + (size_t)t0 * C, dn + t0, n, hs, C);
+            dden_rows(ddT + t0, g + (size_t)t0 * C, o + (size_t)t0 * C, dn + t0, n, hs, C);
             for (int i = 0; i < n; i++) {
                 const real* gi = g + (size_t)(t0 + i) * C;
                 const real inv = real(1) / dn[t0 + i];
-                for (int c = 0; c < hs; c++) Dn[(size_t)i * hs + c] = gi[c] * inv;
+                real* Di = DnT + (size_t)(t0 + i) * hs;
+                for (int c = 0; c < hs; c++) Di[c] = gi[c] * inv;
             }
         };
         // ---- forward sweep: dâ_t and da_t (needs S_prev and z_t in forward order) ----
@@ -651,6 +655,8 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
             const real* Chc = Chh + (size_t)t0 * m;
             const real* vc = v + (size_t)t0 * C3;
             chunk_dnum(t0, n);
+            const real* Dn = DnT + (size_t)t0 * hs;  // (n,hs)
+            const real* dd = ddT + t0;               // (n)
             // num_t = â_tᵀ S_t, S_t = S_prev + Σ_{j<=t in chunk} ĉ_j v_jᵀ
             //   => dâ_t = S_prev dnum_t + Σ_{j<=t} (dnum_t·v_j) ĉ_j       X = Dn S_prevᵀ + tril(Dn Vᵀ) Ĉc
             transpose(St, m, S, hs, m, hs);
@@ -678,7 +684,8 @@ void kernel_attention_backward(real* dqkv,         // (B,T,3C)
             const real* Chc = Chh + (size_t)t0 * m;
             const real* vc = v + (size_t)t0 * C3;
             real* dvc = dv + (size_t)t0 * C3;
-            chunk_dnum(t0, n);
+            const real* Dn = DnT + (size_t)t0 * hs;  // (n,hs), from the forward sweep
+            const real* dd = ddT + t0;               // (n)
             // S_t = b + Σ_{j<=t} ĉ_j v_jᵀ  =>  dĉ_j = Σ_{t>=j} (dnum_t·v_j) â_t = U_next v_j + Σ_{t>=j in chunk} (v_j·dnum_t) â_t
             //                                   X = triu(Vc Dnᵀ) Âc + Vc U_nextᵀ
             transpose(Vt, CH, Dn, hs, n, hs);  // Dnᵀ
