@@ -16,6 +16,11 @@ namespace icl {
 
 namespace vmath {
 #ifdef ICL_VMATH_AVX2
+// The 8-lane tail's mask: lanes 0 .. r−1 set (all bits), the rest clear, for the r = n − j (1..7) elements left at
+// x + j — the mask _mm256_maskload_ps / _mm256_maskstore_ps take (they never touch a masked-off lane's memory).
+inline __m256i tail_mask8(int r) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
 // exp8's core (below) for an argument already clamped to [−87.3, 88.3]: x = n·ln2 + r with |r| <= ln2/2
 // (Cody–Waite, ln2 split into a part exact in 8 bits and a correction), e^r by its Taylor series to r⁷/7!
 // (truncation < 1.3e-7 relative), and 2^n written straight into the exponent field. A NaN argument gives NaN.
@@ -125,8 +130,7 @@ real max_of(const real* x, int n) {
 #endif
         for (; j + 8 <= n; j += 8) acc = _mm256_max_ps(_mm256_loadu_ps(x + j), acc);
         if (j < n) {  // the tail: lanes past n hold x[0], which changes no maximum
-            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), lane);
+            const __m256i mask = tail_mask8(n - j);
             const __m256 t = _mm256_blendv_ps(_mm256_set1_ps(m), _mm256_maskload_ps(x + j, mask), _mm256_castsi256_ps(mask));
             acc = _mm256_max_ps(t, acc);
         }
@@ -167,8 +171,7 @@ real exp_shifted_sum(real* x, int n, real shift) {
             acc = _mm256_add_ps(acc, e);
         }
         if (j < n) {
-            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), lane);
+            const __m256i mask = tail_mask8(n - j);
             const __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(x + j, mask), vs));
             _mm256_maskstore_ps(x + j, mask, e);
             acc = _mm256_add_ps(acc, _mm256_and_ps(e, _mm256_castsi256_ps(mask)));
@@ -211,8 +214,7 @@ void exp_shifted_grad(real* p, real* d, int n, real shift, real c) {
             _mm256_storeu_ps(d + j, _mm256_mul_ps(e, _mm256_sub_ps(_mm256_loadu_ps(d + j), vc)));
         }
         if (j < n) {
-            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), lane);
+            const __m256i mask = tail_mask8(n - j);
             const __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(p + j, mask), vs));
             _mm256_maskstore_ps(p + j, mask, e);
             _mm256_maskstore_ps(d + j, mask, _mm256_mul_ps(e, _mm256_sub_ps(_mm256_maskload_ps(d + j, mask), vc)));
