@@ -464,12 +464,13 @@ TEST_CASE("kernel attention: register-tiled fast path (head sizes 8, 16, 32) = d
     }
 }
 
-TEST_CASE("kernel attention's φ/RoPE features (fp32): every head and row = the fp64 definition to a few ulp, in row blocks "
-          "of 32 with a ragged last one (heads up to 32) and row by row (larger); fill_rope's cached table = fill_rope_rows") {
-    // the forward's feature pass runs blocks of 32 rows head by head for heads of up to 32, single rows above:
-    // B·T = 111 is no multiple of 32; positions given (fill_rope_rows) and null (the cached table)
-    const int B = 3, T = 37;
-    for (auto [C, NH] : {std::pair{32, 4}, {64, 4}, {48, 2}, {128, 2}, {256, 1}, {512, 1}})
+TEST_CASE("kernel attention's φ/RoPE features (fp32): every head and row = the fp64 definition to a few ulp, formed chunk "
+          "by chunk (a full chunk and a ragged last one); fill_rope's cached table = fill_rope_rows") {
+    // the forward forms each (b, h)'s features chunk by chunk (KA_CHUNK = 64 rows) just before the chunk's products:
+    // T = 77 is one full chunk and 13 rows; heads of 8..512 (16-lane, 8-lane and, at heads of 6, scalar φ/RoPE);
+    // positions given (fill_rope_rows) and null (the cached table)
+    const int B = 3, T = 77;
+    for (auto [C, NH] : {std::pair{32, 4}, {64, 4}, {48, 2}, {12, 2}, {128, 2}, {256, 1}, {512, 1}})
         for (bool with_pos : {true, false}) {
             LayerCase L(B, T, C, NH, 300 + C + NH);
             const int m = L.m;

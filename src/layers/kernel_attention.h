@@ -17,8 +17,8 @@
 //   * kernel_attention_forward/backward — the PARALLEL training form, chunked: the sequence is cut into
 //     chunks of KA_CHUNK tokens; inside a chunk the causal part is a small masked (n×n) product, across
 //     chunks a running state S (m×hs) carries the past. Cost per head O(T·(KA_CHUNK + m)·hs) = O(T·m·hs):
-//     linear in T, never a T×T matrix. Forward: φ/RoPE for all heads in one pass over qkv, then per (b,h) the
-//     chunk products; backward: a forward and a reverse sweep over the chunks. Every product goes through one
+//     linear in T, never a T×T matrix. Forward: per (b,h), chunk by chunk, the chunk's φ/RoPE features and then
+//     its products; backward: a forward and a reverse sweep over the chunks. Every product goes through one
 //     register-tiled loop (mm_nn below, on the calling thread) that computes only the triangle it needs.
 //   * kernel_attention_step — the RECURRENT streaming form: one token, explicit state (S, z) updated in
 //     place. Started from S = b_KV, z = b_D it reproduces the parallel form (spec §6 invariants 5, 6).
@@ -264,6 +264,44 @@ inline void feature_lanes(int i, int m, const float* xq, const float* xk, const 
     F::storeu(rk + i, F::fmadd(F::swap_pairs(c), sv, F::mul(c, cv)));
 }
 #endif
+// The features of rows t0..t1−1 of one (b, h): a = φ(q), c = φ(k), â = R a, ĉ = R c, written to the saved (T,m)
+// arrays fq, fk, rq, rk of that (b, h). x is the head's q in row 0 of its sequence (row stride ldx, k = q + koff),
+// tab that sequence's RoPE table (T,m). The forward calls it for each chunk just before the chunk's products, which
+// then read the features from cache. Until 2026-12-07 the features were one pass over all rows and heads before the
+// products (in blocks of 32 rows for heads of up to 32). In process on an Intel Xeon, the forward with them formed
+// per chunk takes 0.90–0.92 of that one's time at heads of 64 (B=1 T=1024, 1 thread; AVX2 build ~1.00) and 0.81–0.90
+// at B=8 T=256 C=384 NH=6 (2 threads; AVX2 0.88), 0.93–0.96 at `iclca train`'s default shape B=32 T=128 C=64 NH=4
+// (2 threads; AVX2 0.98), and is 1–5% slower at heads of 16 with B=1 T=1024 (`iclca bench`'s shape), where all the
+// features fit in L2 (tools/kattn_ab.sh, both orders; docs/benchmarks.md 2026-12-07, afternoon).
+template <typename real>
+inline void features_rows(real* fq, real* fk, real* rq, real* rk, const real* x, int ldx, int koff, const real* tab, int t0, int t1, int m) {
+#ifdef ICL_VMATH_AVX2
+    if constexpr (std::is_same_v<real, float>) {
+        if (m % 8 == 0) {  // φ and the pair rotation a whole register at a time (feature_lanes)
+            for (int t = t0; t < t1; t++) {
+                const float* xq = x + (size_t)t * ldx;
+                const float* tb = tab + (size_t)t * m;
+                const size_t o = (size_t)t * m;
+                int i = 0;
+#ifdef __AVX512F__
+                for (; i + 16 <= m; i += 16) feature_lanes<F16>(i, m, xq, xq + koff, tb, fq + o, fk + o, rq + o, rk + o);
+#endif
+                for (; i < m; i += 8) feature_lanes<F8>(i, m, xq, xq + koff, tb, fq + o, fk + o, rq + o, rk + o);
+            }
+            return;
+        }
+    }
+#endif
+    for (int t = t0; t < t1; t++) {
+        const real* xq = x + (size_t)t * ldx;
+        const real* tb = tab + (size_t)t * m;
+        const size_t o = (size_t)t * m;
+        phi_row(fq + o, xq, m);
+        phi_row(fk + o, xq + koff, m);
+        rope_apply(rq + o, fq + o, tb, m);
+        rope_apply(rk + o, fk + o, tb, m);
+    }
+}
 // The denominators of one chunk of n rows: z ← z + c_i (the running UNROTATED state, advanced in place, one
 // row at a time in the same order as the recurrent form), then dn_i = a_i·z + eps. On float/AVX2 the running z
 // stays in registers, 8 channels at a time, and each row keeps an 8-lane partial (a per-row dot product through
@@ -501,50 +539,6 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
     real* tab = scratch;                                               // (B,T,m)
     real* slices = scratch + (size_t)B * T * m + (size_t)B * NH * (m * hs + m);
     fill_rope(tab, pos, B, T, m);
-    // features: a = φ(q), c = φ(k), â = R a, ĉ = R c — one pass over the rows of qkv, a block of RBK rows at a time,
-    // head by head within the block. Heads of up to 32: blocks of 32 rows (one row at a time over all heads wrote
-    // 4·NH arrays' rows at once: at heads of 16 ~1/3 of the forward, mostly on those stores; in blocks, the kernel
-    // LM's forward kernel attention ×1.07 on a Zen 5). Larger heads: one row at a time (blocks of 32 measured ×0.94
-    // at heads of 64 in the model; reading one head's slice per row at stride 3C over all T rows, head by head,
-    // was bound by the strided loads). docs/benchmarks.md, 2026-12-06.
-    const int RBK = m <= 32 ? 32 : 1;  // rows per block
-#pragma omp parallel for schedule(static) if (use_threads((double)B * T * C * 8))
-    for (int n0 = 0; n0 < B * T; n0 += RBK) {
-        const int n1 = std::min(B * T, n0 + RBK);
-#ifdef ICL_VMATH_AVX2
-        if constexpr (std::is_same_v<real, float>) {
-            if (m % 8 == 0) {  // φ and the pair rotation a whole register at a time (feature_lanes)
-                for (int h = 0; h < NH; h++) {
-                    int b = n0 / T, t = n0 % T;  // row n = b·T + t, stepped
-                    for (int n = n0; n < n1; n++, t++) {
-                        if (t == T) { b++; t = 0; }
-                        const size_t o = (((size_t)b * NH + h) * T + t) * m;
-                        const float* x = qkv + (size_t)n * C3 + h * hs;
-                        const float* tb = tab + (size_t)n * m;
-                        int i = 0;
-#ifdef __AVX512F__
-                        for (; i + 16 <= m; i += 16) feature_lanes<F16>(i, m, x, x + C, tb, phiq + o, phik + o, rphiq + o, rphik + o);
-#endif
-                        for (; i < m; i += 8) feature_lanes<F8>(i, m, x, x + C, tb, phiq + o, phik + o, rphiq + o, rphik + o);
-                    }
-                }
-                continue;
-            }
-        }
-#endif
-        for (int n = n0; n < n1; n++) {
-            const int b = n / T, t = n % T;
-            const real* tb = tab + (size_t)n * m;
-            for (int h = 0; h < NH; h++) {
-                const real* qt = qkv + (size_t)n * C3 + h * hs;
-                const size_t o = (((size_t)b * NH + h) * T + t) * m;
-                phi_row(phiq + o, qt, m);
-                phi_row(phik + o, qt + C, m);
-                rope_apply(rphiq + o, phiq + o, tb, m);
-                rope_apply(rphik + o, phik + o, tb, m);
-            }
-        }
-    }
 #pragma omp parallel for schedule(static) if (use_threads((double)B * NH * T * m * hs * 4))
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
@@ -569,6 +563,9 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
             const real* Chc = Chh + (size_t)t0 * m;  // (n,m)
             const real* vc = v + (size_t)t0 * C3;    // (n,hs) stride 3C, read in place
             real* oc = o + (size_t)t0 * C;           // (n,hs) stride C
+            // this chunk's features, formed here so that the products below read them from cache
+            features_rows(phiq + (size_t)bh * T * m, phik + (size_t)bh * T * m, rphiq + (size_t)bh * T * m, rphik + (size_t)bh * T * m,
+                          qkv + (size_t)b * T * C3 + h * hs, C3, C, tab + (size_t)b * T * m, t0, t0 + n, m);
             transpose(Ct, CH, Chc, m, n, m);  // the one operand that needs a copy: Ĉcᵀ
             // numerator: Âc S_prev (inter-chunk) + tril(Âc Ĉcᵀ) Vc (intra-chunk, causal: j <= i)
             mm_nn<real>(n, hs, m, Ahc, m, S, hs, oc, C, false);
