@@ -270,9 +270,9 @@ inline void feature_lanes(int i, int m, const float* xq, const float* xk, const 
 // then read the features from cache. Until 2026-12-07 the features were one pass over all rows and heads before the
 // products (in blocks of 32 rows for heads of up to 32). In process on an Intel Xeon, the forward with them formed
 // per chunk takes 0.90–0.92 of that one's time at heads of 64 (B=1 T=1024, 1 thread; AVX2 build ~1.00) and 0.81–0.90
-// at B=8 T=256 C=384 NH=6 (2 threads; AVX2 0.88), 0.93–0.96 at `iclca train`'s default shape B=32 T=128 C=64 NH=4
-// (2 threads; AVX2 0.98), and is 1–5% slower at heads of 16 with B=1 T=1024 (`iclca bench`'s shape), where all the
-// features fit in L2 (tools/kattn_ab.sh, both orders; docs/benchmarks.md 2026-12-07, afternoon).
+// at B=8 T=256 C=384 NH=6 (2 threads; AVX2 build, 1 thread: 0.88), 0.93–0.96 at `iclca train`'s default shape B=32
+// T=128 C=64 NH=4 (2 threads; AVX2 0.98), and is 1–6% slower at heads of 16 with B=1 T=1024 (`iclca bench`'s shape),
+// where all the features fit in L2 (tools/kattn_ab.sh, both orders; docs/benchmarks.md 2026-12-07, afternoon).
 template <typename real>
 inline void features_rows(real* fq, real* fk, real* rq, real* rk, const real* x, int ldx, int koff, const real* tab, int t0, int t1, int m) {
 #ifdef ICL_VMATH_AVX2
