@@ -534,7 +534,7 @@ void kernel_attention_forward(real* out,         // (B,T,C)      SET
                               const real* bd,    // (NH,m)       or nullptr (= 0)
                               int B, int T, int C, int NH, double eps) {
     using namespace kattn_detail;
-    ICL_ASSERT(NH > 0 && C % NH == 0 && (C / NH) % 2 == 0 && C / NH <= 512);  // fill_rope's and the row blocks' tables
+    ICL_ASSERT(NH > 0 && C % NH == 0 && (C / NH) % 2 == 0 && C / NH <= 512);  // fill_rope_rows' tables of m/2 <= 256 frequencies
     const int hs = C / NH, m = hs, C3 = 3 * C, CH = KA_CHUNK;
     real* tab = scratch;                                               // (B,T,m)
     real* slices = scratch + (size_t)B * T * m + (size_t)B * NH * (m * hs + m);
