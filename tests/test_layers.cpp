@@ -1038,14 +1038,22 @@ TEST_CASE("fixed_sum: exact on integers; the order written in fixed_sum.h (8 run
         CAPTURE(n);
         CHECK(icl::fixed_sum<double>(n, [](size_t i) { return (double)(i + 1); }) == (double)(n * (n + 1) / 2));
     }
-    // terms whose fp32 sum depends on the order: the result is that of the documented order, computed here by hand
-    std::vector<float> t(21);
+    // terms whose fp32 sum depends on the order: the result is that of the documented order, computed here by hand,
+    // at lengths that run the vectorised main loop many times (384: a layer norm's row) and end in every tail
     icl::Rng r(3);
-    for (auto& v : t) v = (float)(r.normal() * std::pow(10.0, (double)r.below(6)));
-    float s[8] = {0};
-    for (size_t i = 0; i < t.size(); i++) s[i % 8] += t[i];
-    const float ref = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
-    CHECK(icl::fixed_sum<float>(t.size(), [&](size_t i) { return t[i]; }) == ref);
+    for (size_t n : {21, 384, 1003}) {
+        CAPTURE(n);
+        std::vector<float> t(n), w(n);
+        for (auto& v : t) v = (float)(r.normal() * std::pow(10.0, (double)r.below(6)));
+        for (auto& v : w) v = (float)r.normal();
+        float s[8] = {0}, p[8] = {0};
+        for (size_t i = 0; i < n; i++) s[i % 8] += t[i];
+        for (size_t i = 0; i < n; i++) p[i % 8] += t[i] * w[i];
+        const float ref = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+        const float pref = ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+        CHECK(icl::fixed_sum<float>(n, [&](size_t i) { return t[i]; }) == ref);
+        CHECK(icl::fixed_sum<float>(n, [&](size_t i) { return t[i] * w[i]; }) == pref);
+    }
 }
 
 }  // TEST_SUITE
