@@ -131,10 +131,10 @@ TEST_CASE("a misspelt ICL_KATTN_FORM or ICL_FUSED_ATTENTION exits 2 at startup, 
     std::system("rm -rf /tmp/icl_env_refused /tmp/icl_env_ok");
 }
 
-TEST_CASE("OpenMP threads wait passively unless OMP_WAIT_POLICY says otherwise (the binary re-executes itself with it)") {
+TEST_CASE("OpenMP threads spin 1,000 turns, then sleep, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT says otherwise (the binary re-executes itself)") {
     // OMP_DISPLAY_ENV=verbose makes libgomp print its settings when it starts; the last print is the process that
     // runs. libgomp shows the policy as 'PASSIVE' even by default, where it spins GOMP_SPINCOUNT = 300000 times before
-    // sleeping: the spin count is what tells them apart (0 when passive).
+    // sleeping: the spin count is what tells them apart (0 when passive, 1000 as the binaries set it).
     auto last_spin = [](const std::string& env) {
         Result r = icl_test::run_shell("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OMP_PROC_BIND -u OMP_PLACES -u GOMP_CPU_AFFINITY -u ICL_NO_REEXEC " + env + " OMP_DISPLAY_ENV=verbose " + icl_test::bin_dir() +
                                        "/train_gpt --help");
@@ -144,10 +144,18 @@ TEST_CASE("OpenMP threads wait passively unless OMP_WAIT_POLICY says otherwise (
         REQUIRE(at != std::string::npos);
         return r.err.substr(at + key.size(), r.err.find('\'', at + key.size()) - at - key.size());
     };
-    CHECK(last_spin("") == "0");
-    CHECK(last_spin("OMP_WAIT_POLICY=active") != "0");
+    CHECK(last_spin("") == "1000");
+    // the user's settings are kept
+    CHECK(last_spin("OMP_WAIT_POLICY=passive") == "0");
+    CHECK(last_spin("GOMP_SPINCOUNT=0") == "0");
+    CHECK(last_spin("GOMP_SPINCOUNT=5000") == "5000");
+    const std::string active = last_spin("OMP_WAIT_POLICY=active");
+    CHECK(active != "0");
+    CHECK(active != "1000");
     // a thread binding asked for: no re-exec (the pinned CPU mask would survive it), libgomp's default stays
-    CHECK(last_spin("OMP_PROC_BIND=close") != "0");
+    const std::string bound = last_spin("OMP_PROC_BIND=close");
+    CHECK(bound != "0");
+    CHECK(bound != "1000");
 }
 
 TEST_CASE("--help lists the shared flags") {

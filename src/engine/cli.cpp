@@ -381,23 +381,32 @@ static int report_error(const std::string& msg, int code) {
     return code;
 }
 
-// OpenMP threads waiting at a barrier spin by default (libgomp), and on a machine shared with another busy process
-// that costs far more than the cores it takes: a CGT step at 2 threads beside one busy process took 452–550 ms
-// spinning and 303–305 ms with passive waiting, and the two are equal on an idle machine (docs/benchmarks.md).
-// libgomp reads OMP_WAIT_POLICY once, before main, so a binary started without it sets it to passive and executes
-// itself again: the same process, arguments and environment otherwise. A policy the user gives is kept. Not done
+// OpenMP threads waiting at a barrier spin by default (libgomp: GOMP_SPINCOUNT = 300,000 turns, ~3 ms, before they
+// sleep), and on a machine shared with another busy process that costs far more than the cores it takes. Waiting
+// passively (no spin) is the fairest there but pays a futex wake-up at every barrier of a step made of many small
+// operations. A short spin keeps most of both: the CGT step of `make run`'s shape (`bench cgt --seq 73 --batch 32
+// --layers 4 --width 64 --heads 4 --reps 5`, 2 threads, 2-core Intel Xeon, 2026-12-07) took 150–158 ms passive, 126–135
+// spinning and 130–138 with 1,000 turns on the idle machine; beside one busy process 246–253 passive, 365–437
+// spinning and 260–265 with 1,000 turns (docs/benchmarks.md). libgomp reads its settings once, before main, so a
+// binary started with neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT sets OMP_WAIT_POLICY=passive and GOMP_SPINCOUNT=1000
+// (libgomp takes the spin count over the policy; other OpenMP runtimes read the policy) and executes itself again:
+// the same process, arguments and environment otherwise. A policy or spin count the user gives is kept. Not done
 // when a thread binding is asked for (OMP_PROC_BIND, OMP_PLACES, GOMP_CPU_AFFINITY: libgomp has already pinned this
 // thread before main, and the narrowed CPU mask would survive the exec), under valgrind (it would not follow the
 // exec), or with ICL_NO_REEXEC set.
-static void prefer_passive_waiting(char** argv) {
+static void prefer_short_waiting(char** argv) {
 #ifdef __linux__
-    for (const char* v : {"OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "ICL_NO_REEXEC"})
+    for (const char* v : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "ICL_NO_REEXEC"})
         if (std::getenv(v)) return;
     const char* preload = std::getenv("LD_PRELOAD");
     if (preload && std::strstr(preload, "vgpreload")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0 || setenv("GOMP_SPINCOUNT", "1000", 1) != 0) {
+        unsetenv("OMP_WAIT_POLICY");
+        return;
+    }
     execv("/proc/self/exe", argv);   // returns only if it failed: go on with the default policy,
     unsetenv("OMP_WAIT_POLICY");     // and leave the children theirs
+    unsetenv("GOMP_SPINCOUNT");
 #else
     (void)argv;
 #endif
@@ -405,7 +414,7 @@ static void prefer_passive_waiting(char** argv) {
 
 int cli_main(int argc, char** argv, int (*run)(int, char**)) {
     int code = 0;
-    prefer_passive_waiting(argv);
+    prefer_short_waiting(argv);
     try {
         comm_init(&argc, &argv);
         code = run(argc, argv);
