@@ -563,7 +563,7 @@ TEST_CASE("pretrained: tint lm with a GPT-2 folder as the auxiliary model (its t
     TmpDir d;
     gpt2_with_small_tokenizer(d / "hf", 32, 6);
     icl_test::Result r = icl_test::run("tint lm --load-hf " + (d / "hf") + " --seq 16 --S 4 --H-sim 5 --data " + icl_test::repo_root() +
-                                       "/README.md --windows 4 --dev-windows 2 --budgets 1:1 --etas 1e-2 --fracs 0.5 --out " + (d / "lm"));
+                                       "/tests/data/gpt2_tokenizer_sample.txt --windows 4 --dev-windows 2 --budgets 1:1 --etas 1e-2 --fracs 0.5 --out " + (d / "lm"));
     CAPTURE(r.err);
     REQUIRE(r.code == 0);
     CHECK(r.out.find("GPT-2 tokens") != std::string::npos);
@@ -580,7 +580,10 @@ TEST_CASE("pretrained: tint lm with a GPT-2 folder as the auxiliary model (its t
         vanilla = std::stod(r.err.substr(at + 9));
     }
     // TinT's backward is approximate (finite differences of step ε = 1e-3 through the layer norms and GELU, spec §5):
-    // measured |TinT − exact SGD| = 0.07% of the update's own effect on the perplexity (0.0043 of 6.64); 1% allowed
+    // measured |TinT − exact SGD| = 0.03% of the update's own effect on the perplexity (0.0005 of 1.53); 1% allowed.
+    // The text is a fixed test file: on README.md (until 2026-12-07) an edit of the README moved the windows, and on
+    // one version the update's effect fell to 0.21 while |TinT − exact SGD| was 0.0051 (2.5% of it). Over the texts
+    // tried the error stayed 0.0005–0.005, so the ratio holds only where the update moves the perplexity enough.
     const double effect = std::fabs(test_ppl["dyn"] - vanilla);
     CHECK(effect > 0.1);
     CHECK(std::fabs(test_ppl["tint"] - test_ppl["dyn"]) < 0.01 * effect);
