@@ -190,6 +190,51 @@ TEST_CASE("gemm_f32_bias = gemm_f32 then C[i,:] += bias, bit for bit: every tran
     set_threads(nt);
 }
 
+TEST_CASE("gemm_f32_tn_sum = gemm_f32(Aᵀ·B) then a_sums[i] += Σ_k A[k,i] in order, bit for bit: ragged rows, several K and column blocks, threads") {
+    const int nt = max_threads();
+    struct S { int M, N, K; };
+    // ragged row panels, K over one and several KC blocks, N over several NC blocks (AVX-512), K == 0, N < one tile
+    for (const S& sh : {S{37, 45, 20}, S{13, 9, 900}, S{301, 517, 811}, S{50, 1100, 700}, S{5, 70, 0}, S{10, 3, 50}, S{256, 384, 384}})
+        for (float beta : {0.0f, 1.0f})
+            for (float alpha : {1.0f, -0.75f, 0.0f})
+                for (int threads : {1, 2, 3}) {
+                    CAPTURE(sh.M); CAPTURE(sh.N); CAPTURE(sh.K); CAPTURE(beta); CAPTURE(alpha); CAPTURE(threads);
+                    set_threads(threads);
+                    GemmProblem<float> p(true, false, sh.M, sh.N, sh.K, alpha, beta, 3, 90 + sh.M);
+                    std::vector<float> sums0((size_t)p.M);
+                    Rng rng(78);
+                    fill_uniform(sums0.data(), sums0.size(), rng, -1.0, 1.0);
+                    std::vector<float> want = p.run_fast(), got = p.C0, want_sums = sums0, got_sums = sums0;
+                    for (int k = 0; k < p.K; k++)
+                        for (int i = 0; i < p.M; i++) want_sums[i] += p.A[(size_t)k * p.lda + i];
+                    gemm_f32_tn_sum(p.M, p.N, p.K, p.alpha, p.A.data(), p.lda, p.B.data(), p.ldb, p.beta, got.data(), p.ldc, got_sums.data());
+                    CHECK(bit_equal(want, got));  // the padding's sentinel included: nothing written outside (M,N)
+                    CHECK(bit_equal(want_sums, got_sums));
+                }
+    set_threads(nt);
+}
+
+TEST_CASE("matmul_backward float: dW and dbias together (dbias from dW's packing) = each alone, bit for bit, any thread count") {
+    const int nt = max_threads();
+    struct S { int N, C, OC; };
+    for (const S& sh : {S{64, 48, 40}, S{300, 96, 1152}, S{257, 1536, 384}, S{7, 20, 1}})
+        for (int threads : {1, 2, 3}) {
+            CAPTURE(sh.N); CAPTURE(sh.C); CAPTURE(sh.OC); CAPTURE(threads);
+            set_threads(threads);
+            Rng rng(5);
+            std::vector<float> dout((size_t)sh.N * sh.OC), inp((size_t)sh.N * sh.C), w((size_t)sh.OC * sh.C);
+            std::vector<float> dw0((size_t)sh.OC * sh.C), db0((size_t)sh.OC);
+            for (auto* v : {&dout, &inp, &w, &dw0, &db0}) fill_uniform(v->data(), v->size(), rng, -1.0, 1.0);
+            std::vector<float> dw_a = dw0, db_a = db0, dw_b = dw0, db_b = db0;
+            matmul_backward<float>(nullptr, dw_a.data(), db_a.data(), dout.data(), inp.data(), w.data(), sh.N, sh.C, sh.OC);
+            matmul_backward<float>(nullptr, dw_b.data(), nullptr, dout.data(), inp.data(), w.data(), sh.N, sh.C, sh.OC);
+            matmul_backward<float>(nullptr, nullptr, db_b.data(), dout.data(), inp.data(), w.data(), sh.N, sh.C, sh.OC);
+            CHECK(bit_equal(dw_a, dw_b));
+            CHECK(bit_equal(db_a, db_b));
+        }
+    set_threads(nt);
+}
+
 TEST_CASE("gemm is bit-identical run to run and for any thread count") {
     // 1, 2, 3 and 4 threads whatever OMP_NUM_THREADS says: on 2 threads the first problem splits rows and the second
     // (a weight gradient's shape, M = OC < N = C) columns, the split with less packing; 3 and 4 threads give other

@@ -142,6 +142,31 @@ PackBuffers& thread_buffers() {
 // ---------------------------------------------------------------------------------------------------------
 // Packing.
 //
+// pack_At_sums: pack_A of a transposed A (the same panels), and rsum[r] += op(A)[i0 + r, k0 + k] for k = 0, 1, …,
+//         kc − 1 in that order, for the mc rows: the copy reads those floats anyway (gemm_f32_tn_sum: a bias gradient
+//         beside dW). Eight micro-panels side by side per k (8·MR consecutive floats of A's row k), so that the sums are
+//         six registers' independent chains: one panel's single register waited on its add's latency every k.
+void pack_At_sums(const float* A, int lda, int i0, int k0, int mc, int kc, float* Ap, float* rsum) {
+    constexpr int W = 8 * MR;  // rows of op(A) per group
+    for (int p = 0; p < mc; p += W) {
+        const int w = std::min(W, mc - p);  // rows in this group (the last panel may be ragged: zero-padded)
+        const float* src = A + (size_t)k0 * lda + i0 + p;
+        float s[W];
+        for (int r = 0; r < w; r++) s[r] = rsum[p + r];
+        for (int k = 0; k < kc; k++) {
+            const float* a = src + (size_t)k * lda;
+            for (int q = 0; q < w; q += MR) {  // micro-panel (p + q) / MR, row k
+                float* d = Ap + (size_t)(p + q) * kc + (size_t)k * MR;
+                if (q + MR <= w) std::memcpy(d, a + q, sizeof(float) * MR);
+                else for (int r = 0; r < MR; r++) d[r] = q + r < w ? a[q + r] : 0.0f;
+            }
+#pragma omp simd
+            for (int r = 0; r < w; r++) s[r] += a[r];
+        }
+        for (int r = 0; r < w; r++) rsum[p + r] = s[r];
+    }
+}
+
 // pack_A: op(A)[i0:i0+mc, k0:k0+kc] -> Ap, micro-panel p (rows p*MR..p*MR+MR) at Ap + p*kc*MR,
 //         element (r, k) of the panel at [k*MR + r]. Rows past mc are zero.
 void pack_A(bool transA, const float* A, int lda, int i0, int k0, int mc, int kc, float* Ap) {
@@ -413,10 +438,13 @@ void tile_kernel(int kc, const float* Ap, int as, int rs, const float* Bp, float
 // a transposed A's MR rows at one k are MR consecutive floats of its row k (k stride lda), an untransposed A's are
 // MR rows lda apart (k stride 1). The same FMA chains, so the same bits, without the copy. Only a ragged last panel
 // (mr < MR, whose rounded-up tile would read past op(A)'s last row) is packed, once per block.
+// rsum (a transposed A packed here; null: none): rsum[i] += Σ_k op(A)[i, k] for this share's rows, k in order — fed
+// by the packing of the first column block (the K blocks come in order), so each sum has a plain loop's bits.
 void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, float alpha, const float* A, int lda,
                const float* Apk, int ka, bool a_in_place, const float* B, int ldb, const float* Bpk, int bk, float beta,
-               float* C, int ldc, const float* bias) {
+               float* C, int ldc, const float* bias, float* rsum) {
     if (m1 <= m0 || n1 <= n0) return;
+    ICL_ASSERT(!rsum || (transA && !Apk && !a_in_place));
     PackBuffers& buf = thread_buffers();
     const int kc_blk = balanced_block(K, KC_MAX, 1);
     const int mc_blk = balanced_block(m1 - m0, MC_MAX, MR);
@@ -433,6 +461,7 @@ void gemm_rect(bool transA, bool transB, int m0, int m1, int n0, int n1, int K, 
                 const int mc = std::min(mc_blk, m1 - ic);
                 const int ragged = mc % MR ? mc / MR * MR : -1;  // a_in_place: the ragged last panel, packed
                 if (a_in_place && ragged >= 0) pack_A(transA, A, lda, ic + ragged, pc, mc - ragged, kc, buf.a);
+                else if (rsum && jc == n0) pack_At_sums(A, lda, ic, pc, mc, kc, buf.a, rsum + ic);
                 else if (!Apk && !a_in_place) pack_A(transA, A, lda, ic, pc, mc, kc, buf.a);
                 // One micro-tile: rows ir.. of the packed A block against columns jr.. of the B panel.
                 auto tile = [&](int ir, int jr) {
@@ -520,9 +549,11 @@ void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn) {
 namespace {
 // gemm_f32 and the packed entries: op(A) is A (Apk null) or its pack Apk (ka deep), op(B) is B (Bpk null) or its
 // pack Bpk (bk deep); a_in_place: A read where it is (gemm_rect).
+// rsum: gemm_rect's row sums of op(A), formed by the threads whose rectangles hold C's column 0 (the others pack the
+// same rows again and leave them).
 void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* Apk, int ka,
               bool a_in_place, const float* B, int ldb, const float* Bpk, int bk, float beta, float* C, int ldc,
-              const float* bias = nullptr) {
+              const float* bias = nullptr, float* rsum = nullptr) {
     const bool no_product = K == 0 || alpha == 0.0f;
 
     // Thread count: 1 inside an active parallel region; otherwise the OpenMP default, reduced for small
@@ -545,7 +576,8 @@ void gemm_run(bool transA, bool transB, int M, int N, int K, float alpha, const 
         int m0 = std::min(M, (int)((long)ti * row_units / tm) * MR), m1 = std::min(M, (int)((long)(ti + 1) * row_units / tm) * MR);
         int n0 = std::min(N, (int)((long)tj * col_units / tn) * NR), n1 = std::min(N, (int)((long)(tj + 1) * col_units / tn) * NR);
         if (no_product) scale_rect(m0, m1, n0, n1, beta, C, ldc, bias);
-        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, Apk, ka, a_in_place, B, ldb, Bpk, bk, beta, C, ldc, bias);
+        else gemm_rect(transA, transB, m0, m1, n0, n1, K, alpha, A, lda, Apk, ka, a_in_place, B, ldb, Bpk, bk, beta, C, ldc, bias,
+                       n0 == 0 && n1 > n0 ? rsum : nullptr);
     };
 
     if (nt == 1) {
@@ -578,6 +610,21 @@ void gemm_f32_bias(bool transA, bool transB, int M, int N, int K, float alpha, c
         ICL_ASSERT_MSG(ldb >= (transB ? K : N), strfmt("gemm: ldb=%d too small", ldb));
     }
     gemm_run(transA, transB, M, N, K, alpha, A, lda, nullptr, 0, false, B, ldb, nullptr, 0, beta, C, ldc, bias);
+}
+
+void gemm_f32_tn_sum(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                     int ldc, float* a_sums) {
+    ICL_ASSERT(M >= 0 && N >= 0 && K >= 0);
+    if (M == 0) return;
+    if (N > 0) ICL_ASSERT(ldc >= N);
+    if (K > 0) ICL_ASSERT_MSG(lda >= M && (N == 0 || ldb >= N), strfmt("gemm_f32_tn_sum: lda=%d or ldb=%d too small", lda, ldb));
+    if (N == 0 || K == 0 || alpha == 0.0f) {  // no packing of A to ride on: the sums alone, then C
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < M; i++) a_sums[i] += A[(size_t)k * lda + i];
+        if (N > 0) gemm_run(true, false, M, N, K, alpha, A, lda, nullptr, 0, false, B, ldb, nullptr, 0, beta, C, ldc);
+        return;
+    }
+    gemm_run(true, false, M, N, K, alpha, A, lda, nullptr, 0, false, B, ldb, nullptr, 0, beta, C, ldc, nullptr, a_sums);
 }
 
 // ---------------------------------------------------------------------------------------------------------

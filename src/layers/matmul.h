@@ -26,6 +26,12 @@ void gemm_f32(bool transA, bool transB, int M, int N, int K, float alpha, const 
 // pass over C afterwards: each element rounded as (alpha·op(A)·op(B) + beta·C) + bias[j] would be, so the same bits.
 void gemm_f32_bias(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                    int ldb, float beta, float* C, int ldc, const float* bias);
+// C(M,N) = alpha·Aᵀ·B + beta·C for A stored (K,M) and B (K,N), as gemm_f32(true, false, …), and a_sums[i] += Σ_k A[k,i]
+// (not scaled by alpha) in the order k = 0, 1, …, K − 1: the same bits as that loop run after the product. The sums
+// come from the packing of A, which reads every A[k,i] anyway; matmul_backward's dbias (Σ_n dout[n,:]) rides on its
+// dW = doutᵀ·inp this way instead of a pass of its own over dout.
+void gemm_f32_tn_sum(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                     int ldc, float* a_sums);
 // The tm × tn grid of rectangles (tm·tn = nt) gemm_f32 gives its nt threads for a C of M × N (the least work per
 // thread, packing included; gemm.cpp). Exposed for `bench gemm` and the tests.
 void gemm_thread_grid(int M, int N, int nt, int& tm, int& tn);
@@ -138,6 +144,12 @@ void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, c
                      int N, int C, int OC, GradWrite dinp_write = GradWrite::add) {
     const real beta = dinp_write == GradWrite::set ? real(0) : real(1);
     if (dinp) gemm<real>(false, false, N, C, OC, real(1), dout, OC, weight, C, beta, dinp, C);         // dinp (+)= dout @ weight
+    if constexpr (std::is_same_v<real, float>) {
+        if (dweight && dbias) {  // dW += doutᵀ @ inp, and dbias += Σ_n dout[n,:] (n in order) from the packing of doutᵀ
+            gemm_f32_tn_sum(OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C, dbias);
+            return;
+        }
+    }
     if (dweight) gemm<real>(true, false, OC, C, N, real(1), dout, OC, inp, C, real(1), dweight, C);   // dW += doutᵀ @ inp
     if (dbias) {
         // dbias[o] += Σ_n dout[n,o]: each thread owns a slice of columns and adds the rows in order n = 0..N-1
