@@ -580,13 +580,13 @@ TEST_CASE("pretrained: tint lm with a GPT-2 folder as the auxiliary model (its t
         vanilla = std::stod(r.err.substr(at + 9));
     }
     // TinT's backward is approximate (finite differences of step ε = 1e-3 through the layer norms and GELU, spec §5):
-    // measured |TinT − exact SGD| = 0.03% of the update's own effect on the perplexity (0.0005 of 1.53); 1% allowed.
+    // measured |TinT − exact SGD| = 0.03% of the update's own effect on the perplexity (0.0005 of 1.53); 0.1% allowed.
     // The text is a fixed test file: on README.md (until 2026-12-07) an edit of the README moved the windows, and on
     // one version the update's effect fell to 0.21 while |TinT − exact SGD| was 0.0051 (2.5% of it). Over the texts
     // tried the error stayed 0.0005–0.005, so the ratio holds only where the update moves the perplexity enough.
     const double effect = std::fabs(test_ppl["dyn"] - vanilla);
     CHECK(effect > 0.1);
-    CHECK(std::fabs(test_ppl["tint"] - test_ppl["dyn"]) < 0.01 * effect);
+    CHECK(std::fabs(test_ppl["tint"] - test_ppl["dyn"]) < 0.001 * effect);
 }
 
 TEST_CASE("pretrained: tint fewshot on a labelled text dataset: the paper's template and label tokens = the GPT on the text built here") {

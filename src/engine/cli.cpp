@@ -385,9 +385,9 @@ static int report_error(const std::string& msg, int code) {
 // sleep), and on a machine shared with another busy process that costs far more than the cores it takes. Waiting
 // passively (no spin) is the fairest there but pays a futex wake-up at every barrier of a step made of many small
 // operations. A short spin keeps most of both: the CGT step of `make run`'s shape (`bench cgt --seq 73 --batch 32
-// --layers 4 --width 64 --heads 4 --reps 5`, 2 threads, 2-core Intel Xeon, 2026-12-07) took 150–158 ms passive, 126–135
-// spinning and 130–138 with 1,000 turns on the idle machine; beside one busy process 246–253 passive, 365–437
-// spinning and 260–265 with 1,000 turns (docs/benchmarks.md). libgomp reads its settings once, before main, so a
+// --layers 4 --width 64 --heads 4 --reps 5`, 2 threads, 2-core Intel Xeon, 2026-12-07) took 149–158 ms passive, 126–135
+// spinning and 130–139 with 1,000 turns on the idle machine (most runs); beside one busy process 242–269 passive,
+// 365–437 spinning and 260–265 with 1,000 turns (docs/benchmarks.md, every run). libgomp reads its settings once, before main, so a
 // binary started with neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT sets OMP_WAIT_POLICY=passive and GOMP_SPINCOUNT=1000
 // (libgomp takes the spin count over the policy; other OpenMP runtimes read the policy) and executes itself again:
 // the same process, arguments and environment otherwise. A policy or spin count the user gives is kept. Not done
