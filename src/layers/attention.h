@@ -401,18 +401,38 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 const int j1 = std::min(T, j0 + JB), jb = j1 - j0, n = T - j0;
                 real* a = a0;    // (n,JB) P[j0:T, j0:j1]
                 real* da = da0;  // (n,JB) dP[j0:T, j0:j1]
+                // float, a whole block (jb = JB): its first hr query rows (hr = the whole row panels in JB/2 rows) see no
+                // key past j0 + JB/2 − 1, so P and dP skip their keys j0+JB/2.. (the forward's quarter of a diagonal
+                // block), and the dq product their dS columns JB/2.. (zero): split = JB/2, else jb (no split)
+                const int split = jb == JB ? JB / 2 : jb, hr = JB / 2 / gemm_panel_rows() * gemm_panel_rows();
                 // the forward's P[j0:T, j0:j1], recomputed: exp(scale · q_i·k_j − lse[i]) for lo(i) <= j <= i, else 0
                 // out = P @ v   =>   dP[j0:T, j0:j1] = dout[j0:T] @ v[j0:j1]ᵀ
+                // (float: keys [j0, j0+split) against every row, keys [j0+split, j1) against the rows from j0+hr (in place)
+                // or from the row panel holding j0+JB/2 (packed); a row's keys past it that were not computed are zeroed
+                // below, like those past the diagonal that were)
                 if constexpr (std::is_same_v<real, float>) {
                     if (a_packed) {
                         const int r0 = j0 / gemm_panel_rows() * gemm_panel_rows();  // rows r0..j0-1: computed, not used
+                        const int r1 = (j0 + JB / 2) / gemm_panel_rows() * gemm_panel_rows();
                         a += (size_t)(j0 - r0) * JB;
                         da += (size_t)(j0 - r0) * JB;
-                        gemm_f32_packed_ab(T - r0, jb, hs, scale, qap, hs, r0, ktp, hs, j0, 0, 0.0f, a0, JB);
-                        gemm_f32_packed_ab(T - r0, jb, hs, 1.0f, doap, hs, r0, vtp, hs, j0, 0, 0.0f, da0, JB);
+                        gemm_f32_packed_ab(T - r0, split, hs, scale, qap, hs, r0, ktp, hs, j0, 0, 0.0f, a0, JB);
+                        gemm_f32_packed_ab(T - r0, split, hs, 1.0f, doap, hs, r0, vtp, hs, j0, 0, 0.0f, da0, JB);
+                        if (split < jb) {
+                            gemm_f32_packed_ab(T - r1, jb - split, hs, scale, qap, hs, r1, ktp, hs, j0 + split, 0, 0.0f,
+                                               a0 + (size_t)(r1 - r0) * JB + split, JB);
+                            gemm_f32_packed_ab(T - r1, jb - split, hs, 1.0f, doap, hs, r1, vtp, hs, j0 + split, 0, 0.0f,
+                                               da0 + (size_t)(r1 - r0) * JB + split, JB);
+                        }
                     } else {
-                        gemm_f32_packed_b(false, n, jb, hs, scale, q + (size_t)j0 * C3, C3, ktp, hs, 0, j0, 0.0f, a, JB);
-                        gemm_f32_packed_b(false, n, jb, hs, 1.0f, dO + (size_t)j0 * C, C, vtp, hs, 0, j0, 0.0f, da, JB);
+                        gemm_f32_packed_b(false, n, split, hs, scale, q + (size_t)j0 * C3, C3, ktp, hs, 0, j0, 0.0f, a, JB);
+                        gemm_f32_packed_b(false, n, split, hs, 1.0f, dO + (size_t)j0 * C, C, vtp, hs, 0, j0, 0.0f, da, JB);
+                        if (split < jb) {
+                            gemm_f32_packed_b(false, n - hr, jb - split, hs, scale, q + (size_t)(j0 + hr) * C3, C3, ktp, hs, 0,
+                                              j0 + split, 0.0f, a + (size_t)hr * JB + split, JB);
+                            gemm_f32_packed_b(false, n - hr, jb - split, hs, 1.0f, dO + (size_t)(j0 + hr) * C, C, vtp, hs, 0,
+                                              j0 + split, 0.0f, da + (size_t)hr * JB + split, JB);
+                        }
                     }
                 } else {
                     gemm<real>(false, true, n, jb, hs, scale, q + (size_t)j0 * C3, C3, k + (size_t)j0 * C3, C3, real(0), a, JB);
@@ -434,10 +454,14 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                     vmath::exp_shifted_sum(prow + lo, hi + 1 - lo, l[i]);  // prow[j] = exp(prow[j] − lse[i])
                     std::fill(prow, prow + lo, real(0));
                     std::fill(prow + hi + 1, prow + jb, real(0));
-                    // P[i,j] = exp(preatt[i,j] − lse[i])   =>   dS[i,j] = P[i,j] · (dP[i,j] − D[i])   (in place)
+                    // P[i,j] = exp(preatt[i,j] − lse[i])   =>   dS[i,j] = P[i,j] · (dP[i,j] − D[i])   (in place; 0 where P
+                    // is, set rather than formed: those dP may not have been computed. Either zero adds nothing to the
+                    // products below, whose sums start at +0, so the bits are those of 0 · (dP − D).)
                     const real Di = D[i];
+                    std::fill(drow, drow + lo, real(0));
 #pragma omp simd
-                    for (int j = 0; j < jb; j++) drow[j] = prow[j] * (drow[j] - Di);
+                    for (int j = lo; j <= hi; j++) drow[j] = prow[j] * (drow[j] - Di);
+                    std::fill(drow + hi + 1, drow + jb, real(0));
                 }
                 // out = P @ v                =>   dv[j0:j1] += P[j0:T, j0:j1]ᵀ @ dout[j0:T]
                 // preatt = scale · q @ kᵀ   =>   dk[j0:j1] += scale · dSᵀ @ q[j0:T],   dq[j0:T] += scale · dS @ k[j0:j1]
@@ -446,7 +470,13 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 if constexpr (std::is_same_v<real, float>) {
                     gemm_f32_packed_b(true, jb, hs, n, 1.0f, a, JB, dop, T, j0, 0, beta_kv, dv + (size_t)j0 * C3, C3);
                     gemm_f32_packed_b(true, jb, hs, n, scale, da, JB, qp, T, j0, 0, beta_kv, dk + (size_t)j0 * C3, C3);
-                    gemm_f32_packed_b(false, n, hs, jb, scale, da, JB, kp, T, j0, 0, beta_q, dq + (size_t)j0 * C3, C3);
+                    if (split < jb) {  // the first hr rows' dS is 0 past column split: their product stops there
+                        gemm_f32_packed_b(false, hr, hs, split, scale, da, JB, kp, T, j0, 0, beta_q, dq + (size_t)j0 * C3, C3);
+                        gemm_f32_packed_b(false, n - hr, hs, jb, scale, da + (size_t)hr * JB, JB, kp, T, j0, 0, beta_q,
+                                          dq + (size_t)(j0 + hr) * C3, C3);
+                    } else {
+                        gemm_f32_packed_b(false, n, hs, jb, scale, da, JB, kp, T, j0, 0, beta_q, dq + (size_t)j0 * C3, C3);
+                    }
                 } else {
                     gemm<real>(true, false, jb, hs, n, real(1), a, JB, dO + (size_t)j0 * C, C, beta_kv, dv + (size_t)j0 * C3, C3);
                     gemm<real>(true, false, jb, hs, n, scale, da, JB, q + (size_t)j0 * C3, C3, beta_kv, dk + (size_t)j0 * C3, C3);
