@@ -1,6 +1,6 @@
 // The driver of tools/attention_ab.sh: two versions of the O(T) softmax attention (attention_forward_lse /
 // attention_backward_lse with the vmath exponentials they call), compiled into the namespaces att_a and att_b by the
-// script, timed side by side in one process: each round runs a's forward and backward, then b's, on the same inputs
+// script, timed side by side in one process: each round runs a's forward and backward, then b's (b's first in every other round), on the same inputs
 // (B, T, C, NH from the command line; 64 MB written between calls so that the operands come from memory as in a
 // training step). Prints the medians of each, b/a, and whether a and b give the same bits (out, lse, dqkv).
 #include <algorithm>
@@ -53,7 +53,9 @@ int main(int argc, char** argv) {
     std::vector<double> fa, ba, fb, bb;
     float sink = 0;
     for (int r = 0; r < rounds; r++)
-        for (int which = 0; which < 2; which++) {
+        for (int w = 0; w < 2; w++) {
+            const int which = w ^ (r & 1);  // a then b in even rounds, b then a in odd ones: the second of a pair ran
+                                             // 2-6% slower than the first with the same code (a Zen 3, 2026-12-07)
             Bufs& v = which ? vb : va;
             for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.0f;
             std::fill(v.dqkv.begin(), v.dqkv.end(), 0.0f);
@@ -74,8 +76,16 @@ int main(int argc, char** argv) {
         }
     auto same = [](const std::vector<float>& x, const std::vector<float>& y) { return std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0; };
     const bool bits = same(va.out, vb.out) && same(va.lse, vb.lse) && same(va.dqkv, vb.dqkv);
-    std::printf("B=%d T=%d C=%d NH=%d, %d rounds: forward a %.3f ms, b %.3f ms, b/a %.3f | backward a %.3f ms, b %.3f ms, b/a %.3f | bits %s%s\n", B,
-                T, C, NH, rounds, median(fa) * 1e3, median(fb) * 1e3, median(fb) / median(fa), median(ba) * 1e3, median(bb) * 1e3,
-                median(bb) / median(ba), bits ? "the same" : "DIFFER", sink == 12345.0f ? " " : "");
+    // b/a: the ratio of the medians; paired: the median of each round's own b/a (a and b ran back to back, so a
+    // drift of the host's speed over the run cancels in it)
+    auto paired = [](const std::vector<double>& x, const std::vector<double>& y) {
+        std::vector<double> r(x.size());
+        for (size_t i = 0; i < x.size(); i++) r[i] = y[i] / x[i];
+        return median(r);
+    };
+    std::printf("B=%d T=%d C=%d NH=%d, %d rounds: forward a %.3f ms, b %.3f ms, b/a %.3f (paired %.3f) | backward a %.3f ms, b %.3f ms, "
+                "b/a %.3f (paired %.3f) | bits %s%s\n",
+                B, T, C, NH, rounds, median(fa) * 1e3, median(fb) * 1e3, median(fb) / median(fa), paired(fa, fb), median(ba) * 1e3,
+                median(bb) * 1e3, median(bb) / median(ba), paired(ba, bb), bits ? "the same" : "DIFFER", sink == 12345.0f ? " " : "");
     return bits ? 0 : 1;
 }
