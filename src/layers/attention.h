@@ -442,25 +442,19 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                     real* prow = a + (size_t)(i - j0) * JB;   // (jb)
                     real* drow = da + (size_t)(i - j0) * JB;  // (jb)
                     const int lo = std::max(attention_detail::first_key(kstart, b, i), j0) - j0, hi = std::min(i, j1 - 1) - j0;
-                    if (lo == 0 && hi == jb - 1) {  // the whole block in row i's range: both steps below in one pass
-                        vmath::exp_shifted_grad(prow, drow, jb, l[i], D[i]);
-                        continue;
-                    }
                     if (hi < lo) {  // no key of this block in row i's range
                         std::fill(prow, prow + jb, real(0));
                         std::fill(drow, drow + jb, real(0));
                         continue;
                     }
-                    vmath::exp_shifted_sum(prow + lo, hi + 1 - lo, l[i]);  // prow[j] = exp(prow[j] − lse[i])
+                    // P[i,j] = exp(preatt[i,j] − lse[i])   =>   dS[i,j] = P[i,j] · (dP[i,j] − D[i])   (in place, both in one
+                    // pass over the row's keys lo..hi; outside them P and dS are 0, set rather than formed: those dP may
+                    // not have been computed. Either zero adds nothing to the products below, whose sums start at +0, so
+                    // the bits are those of 0 · (dP − D).)
+                    vmath::exp_shifted_grad(prow + lo, drow + lo, hi + 1 - lo, l[i], D[i]);
                     std::fill(prow, prow + lo, real(0));
                     std::fill(prow + hi + 1, prow + jb, real(0));
-                    // P[i,j] = exp(preatt[i,j] − lse[i])   =>   dS[i,j] = P[i,j] · (dP[i,j] − D[i])   (in place; 0 where P
-                    // is, set rather than formed: those dP may not have been computed. Either zero adds nothing to the
-                    // products below, whose sums start at +0, so the bits are those of 0 · (dP − D).)
-                    const real Di = D[i];
                     std::fill(drow, drow + lo, real(0));
-#pragma omp simd
-                    for (int j = lo; j <= hi; j++) drow[j] = prow[j] * (drow[j] - Di);
                     std::fill(drow + hi + 1, drow + jb, real(0));
                 }
                 // out = P @ v                =>   dv[j0:j1] += P[j0:T, j0:j1]ᵀ @ dout[j0:T]
