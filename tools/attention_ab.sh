@@ -6,8 +6,9 @@
 # DIR/libicl.a (default build/; both versions must build against today's gemm, and the O(T) form exists from commit 36ad88e on; with --arch,
 # a DIR built with the same ARCH_FLAGS, e.g. --arch "-mavx2 -mfma" --build build-avx2). --with-gemm: each version's
 # matmul.h and gemm.cpp go into its namespace too (both from commit 0478500 on), to compare GEMM changes as attention
-# sees them. Per shape: the forward's and the backward's medians, b/a, and whether the bits agree. Default shapes:
-# the GPT's 8,256,384,6 and 2,1024,384,6. Exit 1 if any shape's bits differ, 2 on a usage error.
+# sees them. Per shape (a and b take turns to run first): the forward's and the backward's medians, b/a, the median of
+# each round's own b/a (paired), and whether the bits agree. Default shapes: the GPT's 8,256,384,6 and 2,1024,384,6.
+# Exit 1 if any shape's bits differ, 2 on a usage error.
 # Examples (docs/benchmarks.md):  tools/attention_ab.sh --threads 2 --rounds 15 a1b869f HEAD
 #                                 tools/attention_ab.sh --threads 2 --rounds 15 --with-gemm 74a7686 eb99577
 set -euo pipefail
