@@ -784,6 +784,39 @@ TEST_CASE("attention, O(T) form in float at long T (q and dout packed as the A o
     }
 }
 
+TEST_CASE("attention, O(T) backward in float: nothing read from the scratch before it is written (NaN scratch = zeroed scratch, bit for bit)") {
+    // The backward computes only part of each key block's P and dP panels (a whole block's first query rows skip its
+    // second half of keys) and zeroes the rest; an entry read before it is written would carry the NaN into dqkv.
+    const int B = 2, ks[B] = {5, ATT_BLOCK + 3};
+    struct Shape {
+        int T, C, NH;
+    };
+    for (const Shape sh : {Shape{2 * ATT_BLOCK + 7, 128, 2}, Shape{3 * ATT_BLOCK, 128, 2}, Shape{3 * ATT_BLOCK + ATT_BLOCK / 2, 36, 3},
+                           Shape{(int)(ATT_LSE_A_INPLACE / 64) + 7, 64, 1}})  // the last: q and dout packed as A
+        for (const int* kstart : {(const int*)nullptr, ks})
+            for (int threads : {1, 2}) {
+                const int T = sh.T, C = sh.C, NH = sh.NH;
+                CAPTURE(T); CAPTURE(C); CAPTURE(NH); CAPTURE(kstart != nullptr); CAPTURE(threads);
+                ThreadScope scope(threads);
+                Rng rng(181 + T);
+                std::vector<float> qkv((size_t)B * T * 3 * C), dout((size_t)B * T * C), out(dout.size()), lse((size_t)B * NH * T);
+                fill_uniform(qkv.data(), qkv.size(), rng, -2.0, 2.0);
+                fill_uniform(dout.data(), dout.size(), rng, -1.0, 1.0);
+                std::vector<float> scratch(attention_lse_scratch_size(B, T, NH), 0.0f);
+                attention_forward_lse(out.data(), lse.data(), scratch.data(), qkv.data(), B, T, C, NH, kstart);
+                std::vector<float> d0(qkv.size(), 0.0f), d1(qkv.size(), 0.0f);
+                std::fill(scratch.begin(), scratch.end(), 0.0f);
+                attention_backward_lse(d0.data(), scratch.data(), dout.data(), out.data(), qkv.data(), lse.data(), B, T, C, NH, kstart);
+                std::fill(scratch.begin(), scratch.end(), std::numeric_limits<float>::quiet_NaN());
+                attention_backward_lse(d1.data(), scratch.data(), dout.data(), out.data(), qkv.data(), lse.data(), B, T, C, NH, kstart);
+                size_t nonfinite = 0;
+                for (float x : d1) nonfinite += !std::isfinite(x);
+                CHECK(nonfinite == 0);
+                CHECK(std::memcmp(d0.data(), d1.data(), d0.size() * sizeof(float)) == 0);
+                CHECK(max_abs_diff(vec(d0.begin(), d0.end()), vec(d0.size(), 0.0)) > 0);  // not a product of zeros
+            }
+}
+
 // GradWrite::set (engine/common.h): an op that is a buffer's only writer sets it instead of adding to a zeroed one.
 // Set into a buffer of NaN must equal add into zeros element for element (== also takes −0 for +0, the one
 // difference allowed); a single NaN left means the op read the old contents.

@@ -448,9 +448,10 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                         continue;
                     }
                     // P[i,j] = exp(preatt[i,j] − lse[i])   =>   dS[i,j] = P[i,j] · (dP[i,j] − D[i])   (in place, both in one
-                    // pass over the row's keys lo..hi; outside them P and dS are 0, set rather than formed: those dP may
-                    // not have been computed. Either zero adds nothing to the products below, whose sums start at +0, so
-                    // the bits are those of 0 · (dP − D).)
+                    // pass over the row's keys lo..hi; outside them P and dS are +0, set rather than formed: those dP may
+                    // not have been computed. A zero term leaves the products' sums below as they were, except perhaps
+                    // the sign of a sum that is itself zero (0 · (dP − D) could be −0); tools/attention_ab.sh found the
+                    // same bytes. The attention tests run this with a scratch of NaN.)
                     vmath::exp_shifted_grad(prow + lo, drow + lo, hi + 1 - lo, l[i], D[i]);
                     std::fill(prow, prow + lo, real(0));
                     std::fill(prow + hi + 1, prow + jb, real(0));
