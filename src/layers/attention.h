@@ -411,29 +411,26 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 // or from the row panel holding j0+JB/2 (packed); a row's keys past it that were not computed are zeroed
                 // below, like those past the diagonal that were)
                 if constexpr (std::is_same_v<real, float>) {
-                    if (a_packed) {
-                        const int r0 = j0 / gemm_panel_rows() * gemm_panel_rows();  // rows r0..j0-1: computed, not used
-                        const int r1 = (j0 + JB / 2) / gemm_panel_rows() * gemm_panel_rows();
-                        a += (size_t)(j0 - r0) * JB;
-                        da += (size_t)(j0 - r0) * JB;
-                        gemm_f32_packed_ab(T - r0, split, hs, scale, qap, hs, r0, ktp, hs, j0, 0, 0.0f, a0, JB);
-                        gemm_f32_packed_ab(T - r0, split, hs, 1.0f, doap, hs, r0, vtp, hs, j0, 0, 0.0f, da0, JB);
-                        if (split < jb) {
-                            gemm_f32_packed_ab(T - r1, jb - split, hs, scale, qap, hs, r1, ktp, hs, j0 + split, 0, 0.0f,
-                                               a0 + (size_t)(r1 - r0) * JB + split, JB);
-                            gemm_f32_packed_ab(T - r1, jb - split, hs, 1.0f, doap, hs, r1, vtp, hs, j0 + split, 0, 0.0f,
-                                               da0 + (size_t)(r1 - r0) * JB + split, JB);
+                    // the scratch's row 0 holds query row rb: j0 in place, the row panel holding j0 when packed (its rows
+                    // rb..j0-1 are computed and not used)
+                    const int rb = a_packed ? j0 / gemm_panel_rows() * gemm_panel_rows() : j0;
+                    // P, dP[r:T, j0+kj : j0+kj+nk] into the scratch's rows r-rb.., columns kj..
+                    auto p_dp = [&](int r, int kj, int nk) {
+                        float* pa = a0 + (size_t)(r - rb) * JB + kj;
+                        float* pd = da0 + (size_t)(r - rb) * JB + kj;
+                        if (a_packed) {
+                            gemm_f32_packed_ab(T - r, nk, hs, scale, qap, hs, r, ktp, hs, j0 + kj, 0, 0.0f, pa, JB);
+                            gemm_f32_packed_ab(T - r, nk, hs, 1.0f, doap, hs, r, vtp, hs, j0 + kj, 0, 0.0f, pd, JB);
+                        } else {
+                            gemm_f32_packed_b(false, T - r, nk, hs, scale, q + (size_t)r * C3, C3, ktp, hs, 0, j0 + kj, 0.0f, pa, JB);
+                            gemm_f32_packed_b(false, T - r, nk, hs, 1.0f, dO + (size_t)r * C, C, vtp, hs, 0, j0 + kj, 0.0f, pd, JB);
                         }
-                    } else {
-                        gemm_f32_packed_b(false, n, split, hs, scale, q + (size_t)j0 * C3, C3, ktp, hs, 0, j0, 0.0f, a, JB);
-                        gemm_f32_packed_b(false, n, split, hs, 1.0f, dO + (size_t)j0 * C, C, vtp, hs, 0, j0, 0.0f, da, JB);
-                        if (split < jb) {
-                            gemm_f32_packed_b(false, n - hr, jb - split, hs, scale, q + (size_t)(j0 + hr) * C3, C3, ktp, hs, 0,
-                                              j0 + split, 0.0f, a + (size_t)hr * JB + split, JB);
-                            gemm_f32_packed_b(false, n - hr, jb - split, hs, 1.0f, dO + (size_t)(j0 + hr) * C, C, vtp, hs, 0,
-                                              j0 + split, 0.0f, da + (size_t)hr * JB + split, JB);
-                        }
-                    }
+                    };
+                    p_dp(rb, 0, split);
+                    if (split < jb)
+                        p_dp(a_packed ? (j0 + JB / 2) / gemm_panel_rows() * gemm_panel_rows() : j0 + hr, split, jb - split);
+                    a = a0 + (size_t)(j0 - rb) * JB;
+                    da = da0 + (size_t)(j0 - rb) * JB;
                 } else {
                     gemm<real>(false, true, n, jb, hs, scale, q + (size_t)j0 * C3, C3, k + (size_t)j0 * C3, C3, real(0), a, JB);
                     gemm<real>(false, true, n, jb, hs, real(1), dO + (size_t)j0 * C, C, v + (size_t)j0 * C3, C3, real(0), da, JB);

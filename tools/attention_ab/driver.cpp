@@ -1,8 +1,9 @@
 // The driver of tools/attention_ab.sh: two versions of the O(T) softmax attention (attention_forward_lse /
 // attention_backward_lse with the vmath exponentials they call), compiled into the namespaces att_a and att_b by the
-// script, timed side by side in one process: each round runs a's forward and backward, then b's (b's first in every other round), on the same inputs
-// (B, T, C, NH from the command line; 64 MB written between calls so that the operands come from memory as in a
-// training step). Prints the medians of each, b/a, and whether a and b give the same bits (out, lse, dqkv).
+// script, timed side by side in one process: each round runs a's forward and backward, then b's (b's first in every
+// other round), on the same inputs (B, T, C, NH from the command line; 64 MB written between calls so that the operands
+// come from memory as in a training step). Prints the medians of each, b/a, the median of each round's own b/a
+// ("paired"), and whether a and b give the same bits (out, lse, dqkv).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
