@@ -269,7 +269,8 @@ void attention_backward(real* dqkv,        // (B,T,3C)
 //   backward: one block of keys [j0,j1) at a time against the rows i >= j0 that see it (a T × ATT_BLOCK panel):
 //             P = exp(scale·q kᵀ − lse) (recomputed), dP = dout vᵀ, dS = P ⊙ (dP − D) with D_i = dout_i·out_i
 //             (= Σ_j P[i,j]·dP[i,j]), dv[j0:j1] += Pᵀ dout[j0:T], dk[j0:j1] += scale·dSᵀ q[j0:T],
-//             dq[j0:T] += scale·dS k[j0:j1]  — dv and dk each in one product over all their rows
+//             dq[j0:T] += scale·dS k[j0:j1]  — dv and dk each in one product over all their rows (float: the products
+//             skip the block's masked quarter, where P and dS are 0, without changing a bit: below)
 // Every (b,h) pair is one thread's, its blocks in a fixed order: bit-identical for any thread count.
 
 // Elements of scratch attention_forward_lse / attention_backward_lse need: two (T + ATT_LSE_PAD) × ATT_BLOCK panels
@@ -460,8 +461,18 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 // (set: dv, dk rows [j0,j1) written here only; dq's rows first written by block 0, which has them all)
                 const real beta_q = j0 == 0 ? beta_kv : real(1);
                 if constexpr (std::is_same_v<real, float>) {
-                    gemm_f32_packed_b(true, jb, hs, n, 1.0f, a, JB, dop, T, j0, 0, beta_kv, dv + (size_t)j0 * C3, C3);
-                    gemm_f32_packed_b(true, jb, hs, n, scale, da, JB, qp, T, j0, 0, beta_kv, dk + (size_t)j0 * C3, C3);
+                    // dv, dk: P and dS of the keys from hr on are 0 in the first hr query rows (i < j), so where the product
+                    // is one depth block (gemm_depth_block: n <= 384) those keys' rows start at query row j0+hr: each sum
+                    // is the same chain without its leading zero terms (a sum that starts at +0 and adds 0·x is +0)
+                    const bool kv_split = jb > hr && gemm_depth_block(n) == n;
+                    auto dkv = [&](float alpha, const float* A, const float* Bp, float* Cb) {  // Cb[0:jb] (+)= alpha·Aᵀ·Bp[j0:T]
+                        gemm_f32_packed_b(true, kv_split ? hr : jb, hs, n, alpha, A, JB, Bp, T, j0, 0, beta_kv, Cb, C3);
+                        if (kv_split)
+                            gemm_f32_packed_b(true, jb - hr, hs, n - hr, alpha, A + (size_t)hr * JB + hr, JB, Bp, T, j0 + hr, 0,
+                                              beta_kv, Cb + (size_t)hr * C3, C3);
+                    };
+                    dkv(1.0f, a, dop, dv + (size_t)j0 * C3);
+                    dkv(scale, da, qp, dk + (size_t)j0 * C3);
                     if (split < jb) {  // the first hr rows' dS is 0 past column split: their product stops there
                         gemm_f32_packed_b(false, hr, hs, split, scale, da, JB, kp, T, j0, 0, beta_q, dq + (size_t)j0 * C3, C3);
                         gemm_f32_packed_b(false, n - hr, hs, jb, scale, da + (size_t)hr * JB, JB, kp, T, j0, 0, beta_q,

@@ -650,6 +650,7 @@ void gemm_f32_packed_b(bool transA, int M, int N, int K, float alpha, const floa
 }
 // The same for op(A): pack_A over all K columns at once, micro-panel p (rows p·MR …) K × MR at Ap + p·K·MR.
 int gemm_panel_rows() { return MR; }
+int gemm_depth_block(int K) { return balanced_block(K, KC_MAX, 1); }
 size_t gemm_packed_a_size(int M, int K) { return (size_t)ceil_div(M, MR) * MR * K; }
 void gemm_pack_a(bool transA, int M, int K, const float* A, int lda, float* Ap) {
     ICL_ASSERT(M >= 0 && K >= 0 && lda >= (transA ? M : K));

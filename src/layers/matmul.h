@@ -54,6 +54,9 @@ void gemm_f32_packed_b(bool transA, int M, int N, int K, float alpha, const floa
 //   gemm_f32_packed_ab: C(M,N) = alpha·op(A)[i0:i0+M, k0:k0+K]·op(B)[k0:k0+K, j0:j0+N] + beta·C   (both packed; Kpa,
 //                       Kpb their packed depths; i0 a multiple of gemm_panel_rows(), j0 of gemm_panel_cols())
 int gemm_panel_rows();                          // MR: 12 (AVX-512), 6 (AVX2, portable)
+// The depth block of a product of depth K: every gemm above sums k in blocks [0, kb), [kb, 2kb), … (kb <= KC, 384) and
+// adds each block's sum into C in turn, so a caller that splits K at these bounds (beta, then 1) keeps the bits.
+int gemm_depth_block(int K);
 size_t gemm_packed_a_size(int M, int K);        // floats
 void gemm_pack_a(bool transA, int M, int K, const float* A, int lda, float* Ap);
 void gemm_f32_packed_ab(int M, int N, int K, float alpha, const float* Ap, int Kpa, int i0, const float* Bp, int Kpb, int j0,
