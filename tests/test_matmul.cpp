@@ -303,6 +303,46 @@ TEST_CASE("gemm_f32_packed_b (op(B) packed once, used from rows k0 and column j0
     CHECK(wrong == 0);
 }
 
+TEST_CASE("gemm_depth_block: a product cut at its depth blocks (beta, then 1) = the whole product, bit for bit; leading zero depth rows dropped = kept") {
+    // what attention's O(T) backward relies on: dv, dk of the keys past a diagonal block's first rows skip the query rows
+    // where P and dS are 0 (the leading depth rows of the product), inside one depth block
+    const int nt = max_threads();
+    int wrong = 0;
+    for (int K : {1, 7, 200, 383, 384, 385, 777, 1000, 2000}) {
+        const int kb = gemm_depth_block(K);
+        CAPTURE(K); CAPTURE(kb);
+        CHECK(kb >= 1);
+        CHECK(kb <= 384);
+        CHECK((K + kb - 1) / kb == (K + 383) / 384);  // as few blocks as 384 allows, each about the same depth
+        for (bool ta : {false, true})
+            for (float beta : {0.0f, 0.5f, 1.0f})
+                for (int threads : {1, 2}) {
+                    set_threads(threads);
+                    GemmProblem<float> p(ta, false, 37, 40, K, 0.75f, beta, 2, 90 + K);
+                    const std::vector<float> want = p.run_fast();
+                    std::vector<float> got = p.C0;
+                    for (int p0 = 0; p0 < K; p0 += kb) {  // op(A)[:, p0:p0+kb] · B[p0:p0+kb, :]
+                        const float* A = ta ? p.A.data() + (size_t)p0 * p.lda : p.A.data() + p0;
+                        gemm_f32(ta, false, p.M, p.N, std::min(kb, K - p0), p.alpha, A, p.lda, p.B.data() + (size_t)p0 * p.ldb,
+                                 p.ldb, p0 == 0 ? beta : 1.0f, got.data(), p.ldc);
+                    }
+                    wrong += !bit_equal(want, got);
+                    if (kb == K && K > 5) {  // one depth block: zero the first 5 depth rows of op(A), then skip them
+                        GemmProblem<float> z = p;
+                        for (int i = 0; i < z.M; i++)
+                            for (int k = 0; k < 5; k++) (ta ? z.A[(size_t)k * z.lda + i] : z.A[(size_t)i * z.lda + k]) = 0.0f;
+                        const std::vector<float> whole = z.run_fast();
+                        std::vector<float> skip = z.C0;
+                        gemm_f32(ta, false, z.M, z.N, K - 5, z.alpha, ta ? z.A.data() + (size_t)5 * z.lda : z.A.data() + 5, z.lda,
+                                 z.B.data() + (size_t)5 * z.ldb, z.ldb, beta, skip.data(), z.ldc);
+                        wrong += !bit_equal(whole, skip);
+                    }
+                }
+    }
+    set_threads(nt);
+    CHECK(wrong == 0);
+}
+
 TEST_CASE("gemm_f32_packed_ab (op(A) and op(B) packed once, used from row i0, column j0, depth k0) = gemm_f32, bit for bit") {
     // attention's backward (P and dP of a key block: q and dout packed as A from the row panel at or before j0, kᵀ
     // and vᵀ as B from column j0) and the edges: ragged M and N, a half tile, several KC blocks from an odd k0
