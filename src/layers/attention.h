@@ -269,8 +269,8 @@ void attention_backward(real* dqkv,        // (B,T,3C)
 //   backward: one block of keys [j0,j1) at a time against the rows i >= j0 that see it (a T × ATT_BLOCK panel):
 //             P = exp(scale·q kᵀ − lse) (recomputed), dP = dout vᵀ, dS = P ⊙ (dP − D) with D_i = dout_i·out_i
 //             (= Σ_j P[i,j]·dP[i,j]), dv[j0:j1] += Pᵀ dout[j0:T], dk[j0:j1] += scale·dSᵀ q[j0:T],
-//             dq[j0:T] += scale·dS k[j0:j1]  — dv and dk each in one product over all their rows (float: the products
-//             skip the block's masked quarter, where P and dS are 0, without changing a bit: below)
+//             dq[j0:T] += scale·dS k[j0:j1]  (float: the products skip the diagonal block's masked side, a staircase of
+//             whole tiles where P and dS are 0, keeping every bit — so a block's dv, dk, dq take up to four products each)
 // Every (b,h) pair is one thread's, its blocks in a fixed order: bit-identical for any thread count.
 
 // Elements of scratch attention_forward_lse / attention_backward_lse need: two (T + ATT_LSE_PAD) × ATT_BLOCK panels
@@ -402,34 +402,38 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 const int j1 = std::min(T, j0 + JB), jb = j1 - j0, n = T - j0;
                 real* a = a0;    // (n,JB) P[j0:T, j0:j1]
                 real* da = da0;  // (n,JB) dP[j0:T, j0:j1]
-                // float, a whole block (jb = JB): its first hr query rows (hr = the whole row panels in JB/2 rows) see no
-                // key past j0 + JB/2 − 1, so P and dP skip their keys j0+JB/2.. (the forward's quarter of a diagonal
-                // block), and the dq product their dS columns JB/2.. (zero): split = JB/2, else jb (no split)
-                const int split = jb == JB ? JB / 2 : jb, hr = JB / 2 / gemm_panel_rows() * gemm_panel_rows();
+                // float: the diagonal block's staircase. Key panel c (keys j0 + c·NR … j0 + c·NR + NR − 1, NR =
+                // gemm_panel_cols()) is seen by no query row before j0 + c·NR, so each product below skips the rows (or
+                // the keys) on the masked side of that panel, at whole row panels (MR = gemm_panel_rows()) from j0:
+                // cut(c) = c·NR rounded down to one, the first row (from j0) a panel-c product computes in place. The
+                // skipped P and dS entries are those the elementwise pass below sets to +0 anyway.
+                const int MRr = gemm_panel_rows(), NRc = gemm_panel_cols(), npan = (jb + NRc - 1) / NRc;
+                auto cut = [&](int c) { return c * NRc / MRr * MRr; };
                 // the forward's P[j0:T, j0:j1], recomputed: exp(scale · q_i·k_j − lse[i]) for lo(i) <= j <= i, else 0
                 // out = P @ v   =>   dP[j0:T, j0:j1] = dout[j0:T] @ v[j0:j1]ᵀ
-                // (float: keys [j0, j0+split) against every row, keys [j0+split, j1) against the rows from j0+hr (in place)
-                // or from the row panel holding j0+JB/2 (packed); a row's keys past it that were not computed are zeroed
-                // below, like those past the diagonal that were)
+                // (float: the diagonal block's rows panel by panel of keys, from row j0 + cut(c) (in place) or from the
+                // row panel holding j0 + c·NR (packed); the rows below it, from rd, against every key at once)
                 if constexpr (std::is_same_v<real, float>) {
                     // the scratch's row 0 holds query row rb: j0 in place, the row panel holding j0 when packed (its rows
                     // rb..j0-1 are computed and not used)
-                    const int rb = a_packed ? j0 / gemm_panel_rows() * gemm_panel_rows() : j0;
-                    // P, dP[r:T, j0+kj : j0+kj+nk] into the scratch's rows r-rb.., columns kj..
-                    auto p_dp = [&](int r, int kj, int nk) {
+                    // (rows rb..rd-1, the diagonal block's rows rounded up to whole row panels, go panel by panel)
+                    const int rb = a_packed ? j0 / MRr * MRr : j0,
+                              rd = std::min(T, a_packed ? (j0 + JB + MRr - 1) / MRr * MRr : j0 + (JB + MRr - 1) / MRr * MRr);
+                    // P, dP[r:r1, j0+kj : j0+kj+nk] into the scratch's rows r-rb.., columns kj..
+                    auto p_dp = [&](int r, int r1, int kj, int nk) {
                         float* pa = a0 + (size_t)(r - rb) * JB + kj;
                         float* pd = da0 + (size_t)(r - rb) * JB + kj;
                         if (a_packed) {
-                            gemm_f32_packed_ab(T - r, nk, hs, scale, qap, hs, r, ktp, hs, j0 + kj, 0, 0.0f, pa, JB);
-                            gemm_f32_packed_ab(T - r, nk, hs, 1.0f, doap, hs, r, vtp, hs, j0 + kj, 0, 0.0f, pd, JB);
+                            gemm_f32_packed_ab(r1 - r, nk, hs, scale, qap, hs, r, ktp, hs, j0 + kj, 0, 0.0f, pa, JB);
+                            gemm_f32_packed_ab(r1 - r, nk, hs, 1.0f, doap, hs, r, vtp, hs, j0 + kj, 0, 0.0f, pd, JB);
                         } else {
-                            gemm_f32_packed_b(false, T - r, nk, hs, scale, q + (size_t)r * C3, C3, ktp, hs, 0, j0 + kj, 0.0f, pa, JB);
-                            gemm_f32_packed_b(false, T - r, nk, hs, 1.0f, dO + (size_t)r * C, C, vtp, hs, 0, j0 + kj, 0.0f, pd, JB);
+                            gemm_f32_packed_b(false, r1 - r, nk, hs, scale, q + (size_t)r * C3, C3, ktp, hs, 0, j0 + kj, 0.0f, pa, JB);
+                            gemm_f32_packed_b(false, r1 - r, nk, hs, 1.0f, dO + (size_t)r * C, C, vtp, hs, 0, j0 + kj, 0.0f, pd, JB);
                         }
                     };
-                    p_dp(rb, 0, split);
-                    if (split < jb)
-                        p_dp(a_packed ? (j0 + JB / 2) / gemm_panel_rows() * gemm_panel_rows() : j0 + hr, split, jb - split);
+                    for (int c = 0; c < npan; c++)
+                        p_dp(a_packed ? (j0 + c * NRc) / MRr * MRr : j0 + cut(c), rd, c * NRc, std::min(NRc, jb - c * NRc));
+                    if (rd < T) p_dp(rd, T, 0, jb);
                     a = a0 + (size_t)(j0 - rb) * JB;
                     da = da0 + (size_t)(j0 - rb) * JB;
                 } else {
@@ -461,24 +465,26 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 // (set: dv, dk rows [j0,j1) written here only; dq's rows first written by block 0, which has them all)
                 const real beta_q = j0 == 0 ? beta_kv : real(1);
                 if constexpr (std::is_same_v<real, float>) {
-                    // dv, dk: P and dS of the keys from hr on are 0 in the first hr query rows (i < j), so where the product
-                    // is one depth block (gemm_depth_block: n <= 384) those keys' rows start at query row j0+hr: each sum
-                    // is the same chain without its leading zero terms (a sum that starts at +0 and adds 0·x is +0)
-                    const bool kv_split = jb > hr && gemm_depth_block(n) == n;
+                    // dv, dk: P and dS of the keys from cut(c) on are 0 in the query rows before j0 + cut(c) (i < j), so
+                    // where the product is one depth block (gemm_depth_block: n <= 384) the keys cut(c)..cut(c+1)-1 (whole
+                    // row panels of dv, dk) take the rows from there: each sum is the same chain without its leading zero
+                    // terms (a sum that starts at +0 and adds 0·x is +0)
+                    const int kv_groups = gemm_depth_block(n) == n ? npan : 1;
                     auto dkv = [&](float alpha, const float* A, const float* Bp, float* Cb) {  // Cb[0:jb] (+)= alpha·Aᵀ·Bp[j0:T]
-                        gemm_f32_packed_b(true, kv_split ? hr : jb, hs, n, alpha, A, JB, Bp, T, j0, 0, beta_kv, Cb, C3);
-                        if (kv_split)
-                            gemm_f32_packed_b(true, jb - hr, hs, n - hr, alpha, A + (size_t)hr * JB + hr, JB, Bp, T, j0 + hr, 0,
-                                              beta_kv, Cb + (size_t)hr * C3, C3);
+                        for (int c = 0; c < kv_groups; c++) {
+                            const int k0 = cut(c), k1 = c + 1 < kv_groups ? cut(c + 1) : jb;  // keys k0..k1-1, rows from k0
+                            gemm_f32_packed_b(true, k1 - k0, hs, n - k0, alpha, A + (size_t)k0 * JB + k0, JB, Bp, T, j0 + k0, 0,
+                                              beta_kv, Cb + (size_t)k0 * C3, C3);
+                        }
                     };
                     dkv(1.0f, a, dop, dv + (size_t)j0 * C3);
                     dkv(scale, da, qp, dk + (size_t)j0 * C3);
-                    if (split < jb) {  // the first hr rows' dS is 0 past column split: their product stops there
-                        gemm_f32_packed_b(false, hr, hs, split, scale, da, JB, kp, T, j0, 0, beta_q, dq + (size_t)j0 * C3, C3);
-                        gemm_f32_packed_b(false, n - hr, hs, jb, scale, da + (size_t)hr * JB, JB, kp, T, j0, 0, beta_q,
-                                          dq + (size_t)(j0 + hr) * C3, C3);
-                    } else {
-                        gemm_f32_packed_b(false, n, hs, jb, scale, da, JB, kp, T, j0, 0, beta_q, dq + (size_t)j0 * C3, C3);
+                    // dq: the rows cut(c)..cut(c+1)-1 see no key past c·NR + NR − 1: their product stops there (dS is 0
+                    // beyond; the last rows take every key)
+                    for (int c = 0; c < npan; c++) {
+                        const int r0 = cut(c), r1 = c + 1 < npan ? cut(c + 1) : n, nk = c + 1 < npan ? (c + 1) * NRc : jb;
+                        gemm_f32_packed_b(false, r1 - r0, hs, nk, scale, da + (size_t)r0 * JB, JB, kp, T, j0, 0, beta_q,
+                                          dq + (size_t)(j0 + r0) * C3, C3);
                     }
                 } else {
                     gemm<real>(true, false, jb, hs, n, real(1), a, JB, dO + (size_t)j0 * C, C, beta_kv, dv + (size_t)j0 * C3, C3);
