@@ -303,9 +303,10 @@ TEST_CASE("gemm_f32_packed_b (op(B) packed once, used from rows k0 and column j0
     CHECK(wrong == 0);
 }
 
-TEST_CASE("gemm_depth_block: a product cut at its depth blocks (beta, then 1) = the whole product, bit for bit; leading zero depth rows dropped = kept") {
+TEST_CASE("gemm_depth_block: a product cut at its depth blocks (beta, then 1) = whole, bit for bit; leading zero depth dropped = kept") {
     // what attention's O(T) backward relies on: dv, dk of the keys past a diagonal block's first rows skip the query rows
-    // where P and dS are 0 (the leading depth rows of the product), inside one depth block
+    // where P and dS are 0 (the leading depth rows of the product), inside one depth block, with gemm_f32_packed_b (A read
+    // in place, transposed). The 384s are the default KC (a tuning build with -DICL_GEMM_KC changes them).
     const int nt = max_threads();
     int wrong = 0;
     for (int K : {1, 7, 200, 383, 384, 385, 777, 1000, 2000}) {
@@ -336,6 +337,17 @@ TEST_CASE("gemm_depth_block: a product cut at its depth blocks (beta, then 1) = 
                         gemm_f32(ta, false, z.M, z.N, K - 5, z.alpha, ta ? z.A.data() + (size_t)5 * z.lda : z.A.data() + 5, z.lda,
                                  z.B.data() + (size_t)5 * z.ldb, z.ldb, beta, skip.data(), z.ldc);
                         wrong += !bit_equal(whole, skip);
+                        // the same through a packed B read from depth row 5 (attention's dv, dk products)
+                        const size_t nb = gemm_packed_b_size(K, z.N);
+                        float* Bp = static_cast<float*>(std::aligned_alloc(64, (nb * sizeof(float) + 63) / 64 * 64));
+                        gemm_pack_b(false, K, z.N, z.B.data(), z.ldb, Bp);
+                        std::vector<float> pwhole = z.C0, pskip = z.C0;
+                        gemm_f32_packed_b(ta, z.M, z.N, K, z.alpha, z.A.data(), z.lda, Bp, K, 0, 0, beta, pwhole.data(), z.ldc);
+                        gemm_f32_packed_b(ta, z.M, z.N, K - 5, z.alpha, ta ? z.A.data() + (size_t)5 * z.lda : z.A.data() + 5, z.lda,
+                                          Bp, K, 5, 0, beta, pskip.data(), z.ldc);
+                        std::free(Bp);
+                        wrong += !bit_equal(whole, pwhole);
+                        wrong += !bit_equal(pwhole, pskip);
                     }
                 }
     }

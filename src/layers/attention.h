@@ -404,9 +404,10 @@ void attention_backward_lse(real* dqkv,        // (B,T,3C)
                 real* da = da0;  // (n,JB) dP[j0:T, j0:j1]
                 // float: the diagonal block's staircase. Key panel c (keys j0 + c·NR … j0 + c·NR + NR − 1, NR =
                 // gemm_panel_cols()) is seen by no query row before j0 + c·NR, so each product below skips the rows (or
-                // the keys) on the masked side of that panel, at whole row panels (MR = gemm_panel_rows()) from j0:
-                // cut(c) = c·NR rounded down to one, the first row (from j0) a panel-c product computes in place. The
-                // skipped P and dS entries are those the elementwise pass below sets to +0 anyway.
+                // the keys) on the masked side of that panel, at whole row panels (MR = gemm_panel_rows()) counted from
+                // j0: cut(c) = c·NR rounded down to a whole row panel, the first row (from j0) a panel-c product computes
+                // in place (packed, the row panels count from row 0 instead). The skipped P and dS entries are those the
+                // elementwise pass below sets to +0 anyway.
                 const int MRr = gemm_panel_rows(), NRc = gemm_panel_cols(), npan = (jb + NRc - 1) / NRc;
                 auto cut = [&](int c) { return c * NRc / MRr * MRr; };
                 // the forward's P[j0:T, j0:j1], recomputed: exp(scale · q_i·k_j − lse[i]) for lo(i) <= j <= i, else 0
